@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# Builds the bench_canister wasm as the IC runs it:
+#   cargo (wasm32-wasip1) -> wasi2ic (WASI imports rewired to ic-wasi-polyfill) -> candid:service metadata.
+# Usage: scripts/build.sh            -> target/canister/bench_canister.wasm           (deployable)
+#        scripts/build.sh canbench   -> target/canister/bench_canister_canbench.wasm  (with __canbench__* queries)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+flavour=${1:-deploy}
+case "$flavour" in
+  deploy)   features=();                          out=target/canister/bench_canister.wasm ;;
+  canbench) features=(--features canbench-rs);    out=target/canister/bench_canister_canbench.wasm ;;
+  *) echo "usage: $0 [deploy|canbench]" >&2; exit 2 ;;
+esac
+
+for tool in wasi2ic ic-wasm; do
+  command -v "$tool" >/dev/null || { echo "$tool not found: run scripts/setup.sh" >&2; exit 1; }
+done
+
+cargo build --release --target wasm32-wasip1 -p bench_canister "${features[@]}"
+mkdir -p target/canister
+wasi2ic target/wasm32-wasip1/release/bench_canister.wasm "$out.nowasi" >/dev/null
+ic-wasm "$out.nowasi" -o "$out" metadata candid:service -f src/bench_canister/bench_canister.did -v public
+rm "$out.nowasi"
+echo "built $out ($(stat -c %s "$out") bytes)"
