@@ -28,7 +28,7 @@ fn interface(wasm: &[u8]) -> Interface {
     for payload in wasmparser::Parser::new(0).parse_all(wasm) {
         match payload.expect("valid wasm") {
             wasmparser::Payload::ImportSection(reader) => {
-                for import in reader {
+                for import in reader.into_imports() {
                     let import = import.expect("valid import");
                     out.imports.push((import.module.to_string(), import.name.to_string()));
                 }
