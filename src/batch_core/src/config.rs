@@ -1,0 +1,106 @@
+//! Queue configuration ([`Config`]) and its validation errors ([`ConfigError`]).
+
+use serde::{Deserialize, Serialize};
+
+#[cfg(test)]
+mod tests;
+
+/// How a [`BatchQueue`](crate::BatchQueue) batches and bounds its work.
+///
+/// | field | default | meaning |
+/// |---|---|---|
+/// | `flush_size` | 100 | size trigger: once this many ops are pending, a flush is due now |
+/// | `max_delay_ns` | 1 s | timer trigger: the oldest pending op waits at most this long |
+/// | `max_pending` | 10 000 | queue capacity; a full queue rejects submits with `QueueFull` |
+/// | `flush_instruction_budget` | 10 billion | a flush starts no new op after this many instructions |
+/// | `outcome_capacity` | 10 000 | outcomes kept for [`status`](crate::BatchQueue::status) |
+///
+/// The defaults suit an update or timer message on the Internet Computer (40 billion
+/// instructions per message): the budget is a quarter of it, leaving headroom for the op that is
+/// running when the budget is reached and for `COMMIT`, which writes the dirty pages.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Config {
+    /// Number of pending ops at which a flush is due immediately
+    /// ([`Submitted::flush_due`](crate::Submitted::flush_due)). A flush is not limited to this
+    /// many ops: it executes everything pending, subject to the instruction budget. At least 1
+    /// and at most `max_pending`.
+    pub flush_size: usize,
+    /// Maximum time in nanoseconds an op waits before a timer flush is due
+    /// ([`BatchQueue::next_due`](crate::BatchQueue::next_due)). 0 means "as soon as possible".
+    pub max_delay_ns: u64,
+    /// Maximum number of pending ops. A submit to a full queue fails with
+    /// [`SubmitError::QueueFull`](crate::SubmitError::QueueFull); nothing is dropped. At least 1.
+    pub max_pending: usize,
+    /// Instructions (as read from the [`InstructionMeter`](crate::InstructionMeter)) after which
+    /// a flush starts no further op. The op running when the budget is reached completes, then
+    /// `COMMIT` runs: choose the budget well below the message's instruction limit. At least 1.
+    pub flush_instruction_budget: u64,
+    /// Number of outcomes kept; when full, the outcome of the oldest ticket is evicted first.
+    /// 0 keeps none (every [`status`](crate::BatchQueue::status) after a flush is `Evicted`).
+    pub outcome_capacity: usize,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            flush_size: 100,
+            max_delay_ns: 1_000_000_000,
+            max_pending: 10_000,
+            flush_instruction_budget: 10_000_000_000,
+            outcome_capacity: 10_000,
+        }
+    }
+}
+
+impl Config {
+    /// Checks the invariants documented on each field.
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        if self.flush_size == 0 {
+            return Err(ConfigError::ZeroFlushSize);
+        }
+        if self.max_pending == 0 {
+            return Err(ConfigError::ZeroMaxPending);
+        }
+        if self.flush_size > self.max_pending {
+            return Err(ConfigError::FlushSizeAboveMaxPending {
+                flush_size: self.flush_size,
+                max_pending: self.max_pending,
+            });
+        }
+        if self.flush_instruction_budget == 0 {
+            return Err(ConfigError::ZeroInstructionBudget);
+        }
+        Ok(())
+    }
+}
+
+/// Why a [`Config`] (or a restored [`QueueState`](crate::QueueState)) was rejected.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum ConfigError {
+    /// `flush_size` is 0: the size trigger would always be reached.
+    #[error("flush_size must be at least 1")]
+    ZeroFlushSize,
+    /// `max_pending` is 0: the queue could accept nothing.
+    #[error("max_pending must be at least 1")]
+    ZeroMaxPending,
+    /// `flush_size` exceeds `max_pending`: the size trigger could never be reached.
+    #[error("flush_size ({flush_size}) must not exceed max_pending ({max_pending})")]
+    FlushSizeAboveMaxPending {
+        /// The configured flush size.
+        flush_size: usize,
+        /// The configured queue capacity.
+        max_pending: usize,
+    },
+    /// `flush_instruction_budget` is 0.
+    #[error("flush_instruction_budget must be at least 1")]
+    ZeroInstructionBudget,
+    /// The [`QueueState`](crate::QueueState) given to
+    /// [`BatchQueue::from_state`](crate::BatchQueue::from_state) is inconsistent (tickets out of
+    /// order, or not below `next_ticket`).
+    #[error("inconsistent queue state: {reason}")]
+    InvalidState {
+        /// Which invariant does not hold.
+        reason: String,
+    },
+}

@@ -1,0 +1,389 @@
+use super::*;
+use crate::op::SqlValue;
+use crate::testing::{
+    count, dump, insert_order, insert_order_stmt, insert_user, insert_user_stmt, open_db,
+};
+
+fn committed(rows_changed: u64, last_insert_rowid: i64) -> OpOutcome {
+    OpOutcome::Committed {
+        rows_changed,
+        last_insert_rowid,
+    }
+}
+
+fn failed(error: &str) -> OpOutcome {
+    OpOutcome::Failed {
+        error: error.to_owned(),
+    }
+}
+
+/// Runs `ops` batched on one database and one by one in autocommit mode on another; asserts
+/// both give the same outcomes and contents, and returns the outcomes.
+fn batched_equals_autocommit(
+    setup: &[WriteOp],
+    ops: &[WriteOp],
+) -> (Vec<OpOutcome>, rusqlite::Connection) {
+    let batched = open_db();
+    let reference = open_db();
+    for op in setup {
+        assert!(execute_autocommit(&batched, op).is_committed());
+        assert!(execute_autocommit(&reference, op).is_committed());
+    }
+    let outcomes = execute_batch(&batched, ops).expect("batch");
+    let expected: Vec<OpOutcome> = ops
+        .iter()
+        .map(|op| execute_autocommit(&reference, op))
+        .collect();
+    assert_eq!(outcomes, expected);
+    assert_eq!(dump(&batched), dump(&reference));
+    assert!(batched.is_autocommit());
+    (outcomes, batched)
+}
+
+#[test]
+fn single_statement_outcomes() {
+    let conn = open_db();
+    assert_eq!(
+        execute_autocommit(&conn, &insert_user("a", "a@x")),
+        committed(1, 1)
+    );
+    assert_eq!(
+        execute_autocommit(&conn, &insert_user("b", "b@x")),
+        committed(1, 2)
+    );
+    assert_eq!(
+        execute_autocommit(&conn, &insert_order(1, 5.0)),
+        committed(1, 1)
+    );
+    // An UPDATE reports its rows and no rowid (not the connection's stale last insert rowid).
+    let update = WriteOp::single("UPDATE users SET username = username || '!'", vec![]);
+    assert_eq!(execute_autocommit(&conn, &update), committed(2, 0));
+    let update_none = WriteOp::single(
+        "UPDATE users SET username = 'z' WHERE user_id = ?1",
+        vec![99.into()],
+    );
+    assert_eq!(execute_autocommit(&conn, &update_none), committed(0, 0));
+    // DDL changes no rows, although SQLite's changes() still says 2 from the UPDATE.
+    let ddl = WriteOp::single("CREATE TABLE extra (x INTEGER)", vec![]);
+    assert_eq!(execute_autocommit(&conn, &ddl), committed(0, 0));
+    let delete = WriteOp::single("DELETE FROM orders WHERE user_id = ?1", vec![1.into()]);
+    assert_eq!(execute_autocommit(&conn, &delete), committed(1, 0));
+    // RETURNING rows are discarded; the insert happens once.
+    let returning = WriteOp::single(
+        "INSERT INTO users (username, email) VALUES (?1, ?2) RETURNING user_id",
+        vec!["c".into(), "c@x".into()],
+    );
+    assert_eq!(execute_autocommit(&conn, &returning), committed(1, 3));
+    assert_eq!(count(&conn, "users"), 3);
+}
+
+#[test]
+fn error_texts_are_sqlite_messages() {
+    let conn = open_db();
+    execute_autocommit(&conn, &insert_user("a", "a@x"));
+    let cases: Vec<(WriteOp, &str)> = vec![
+        (
+            insert_user("b", "a@x"),
+            "UNIQUE constraint failed: users.email",
+        ),
+        (insert_order(42, 1.0), "FOREIGN KEY constraint failed"),
+        (
+            WriteOp::single(
+                crate::testing::INSERT_USER,
+                vec![SqlValue::Null, "n@x".into()],
+            ),
+            "NOT NULL constraint failed: users.username",
+        ),
+        (
+            WriteOp::single("INSRT INTO users VALUES (1)", vec![]),
+            "near \"INSRT\": syntax error in INSRT INTO users VALUES (1) at offset 0",
+        ),
+        (
+            WriteOp::single("UPDATE users SET nickname = ?1", vec!["x".into()]),
+            "no such column: nickname",
+        ),
+        (
+            WriteOp::single(crate::testing::INSERT_USER, vec!["only one".into()]),
+            "Wrong number of parameters passed to query. Got 1, needed 2",
+        ),
+        (
+            WriteOp::single("DELETE FROM users; DELETE FROM orders", vec![]),
+            "Multiple statements provided",
+        ),
+        (
+            WriteOp::single("SELECT * FROM users", vec![]),
+            NOT_A_WRITE_ERROR,
+        ),
+        (WriteOp::single("BEGIN", vec![]), NOT_A_WRITE_ERROR),
+        (WriteOp::single("COMMIT", vec![]), NOT_A_WRITE_ERROR),
+        (WriteOp::single("SAVEPOINT mine", vec![]), NOT_A_WRITE_ERROR),
+        (WriteOp::single("  -- nothing", vec![]), NOT_A_WRITE_ERROR),
+        (WriteOp::Unit(vec![]), EMPTY_UNIT_ERROR),
+    ];
+    for (op, error) in cases {
+        assert_eq!(execute_autocommit(&conn, &op), failed(error), "{op:?}");
+        assert!(conn.is_autocommit(), "{op:?}");
+    }
+    assert_eq!(count(&conn, "users"), 1);
+}
+
+#[test]
+fn failing_op_does_not_undo_the_others() {
+    let ops = vec![
+        insert_user("a", "a@x"),
+        insert_user("b", "a@x"),
+        WriteOp::single("INSRT", vec![]),
+        WriteOp::single("SELECT 1", vec![]),
+        insert_user("c", "c@x"),
+        insert_order(2, 7.5),
+        WriteOp::single("UPDATE orders SET amount = -1", vec![]),
+    ];
+    let (outcomes, conn) = batched_equals_autocommit(&[], &ops);
+    assert_eq!(outcomes[0], committed(1, 1));
+    assert_eq!(outcomes[1], failed("UNIQUE constraint failed: users.email"));
+    assert_eq!(outcomes[4], committed(1, 2));
+    assert_eq!(outcomes[5], committed(1, 1));
+    assert_eq!(outcomes[6], failed("negative amount"));
+    assert_eq!(count(&conn, "users"), 2);
+}
+
+#[test]
+fn unit_applies_together() {
+    let unit = WriteOp::Unit(vec![
+        insert_user_stmt("a", "a@x"),
+        insert_order_stmt(1, 3.0),
+    ]);
+    let (outcomes, conn) = batched_equals_autocommit(&[], &[unit]);
+    assert_eq!(outcomes, vec![committed(2, 1)]);
+    assert_eq!((count(&conn, "users"), count(&conn, "orders")), (1, 1));
+}
+
+#[test]
+fn unit_savepoint_rollback() {
+    let ops = vec![
+        insert_user("a", "a@x"),
+        WriteOp::Unit(vec![
+            insert_user_stmt("b", "b@x"),
+            insert_order_stmt(2, 1.0),
+            insert_user_stmt("dup", "a@x"),
+        ]),
+        insert_user("c", "c@x"),
+        WriteOp::Unit(vec![
+            insert_user_stmt("d", "d@x"),
+            Statement::new("COMMIT", vec![]),
+        ]),
+    ];
+    let (outcomes, conn) = batched_equals_autocommit(&[], &ops);
+    assert_eq!(
+        outcomes,
+        vec![
+            committed(1, 1),
+            failed("statement 2: UNIQUE constraint failed: users.email"),
+            committed(1, 2),
+            failed(&format!("statement 1: {NOT_A_WRITE_ERROR}")),
+        ]
+    );
+    // Neither the user nor the order of the failed units exists.
+    assert_eq!((count(&conn, "users"), count(&conn, "orders")), (2, 0));
+}
+
+#[test]
+fn unit_in_autocommit_mode_uses_its_own_transaction() {
+    let conn = open_db();
+    let bad = WriteOp::Unit(vec![
+        insert_user_stmt("a", "a@x"),
+        insert_order_stmt(5, 1.0),
+    ]);
+    assert_eq!(
+        execute_autocommit(&conn, &bad),
+        failed("statement 1: FOREIGN KEY constraint failed")
+    );
+    assert!(conn.is_autocommit());
+    assert_eq!(count(&conn, "users"), 0);
+    let good = WriteOp::Unit(vec![
+        insert_user_stmt("a", "a@x"),
+        insert_order_stmt(1, 1.0),
+    ]);
+    assert_eq!(execute_autocommit(&conn, &good), committed(2, 1));
+    assert!(conn.is_autocommit());
+}
+
+#[test]
+fn transaction_rollback_reapplies_earlier_ops() {
+    // INSERT OR ROLLBACK and RAISE(ROLLBACK) end the whole batch transaction: the earlier ops
+    // are re-applied, the failing op fails, and the later ops run.
+    let ops = vec![
+        insert_user("a", "a@x"),
+        insert_user("b", "b@x"),
+        insert_user("dup", "a@x"),
+        WriteOp::single(
+            "INSERT OR ROLLBACK INTO users (username, email) VALUES (?1, ?2)",
+            vec!["r".into(), "b@x".into()],
+        ),
+        insert_order(1, 10.0),
+        insert_order(2, 2_000_000.0),
+        WriteOp::Unit(vec![
+            insert_user_stmt("u", "u@x"),
+            insert_order_stmt(1, 5_000_000.0),
+        ]),
+        insert_user("c", "c@x"),
+    ];
+    let (outcomes, conn) = batched_equals_autocommit(&[], &ops);
+    assert_eq!(
+        outcomes,
+        vec![
+            committed(1, 1),
+            committed(1, 2),
+            failed("UNIQUE constraint failed: users.email"),
+            failed("UNIQUE constraint failed: users.email"),
+            committed(1, 1),
+            failed("amount over limit"),
+            failed("statement 1: amount over limit"),
+            committed(1, 3),
+        ]
+    );
+    assert_eq!((count(&conn, "users"), count(&conn, "orders")), (3, 1));
+}
+
+#[test]
+fn full_disk_rolls_back_and_reapplies() {
+    // SQLITE_FULL may leave the transaction half-done: the executor rolls it back and replays.
+    let setup_conn = |conn: &rusqlite::Connection| {
+        let pages: i64 = conn
+            .query_row("PRAGMA page_count", [], |r| r.get(0))
+            .unwrap();
+        conn.query_row(
+            &format!("PRAGMA max_page_count = {}", pages + 3),
+            [],
+            |_| Ok(()),
+        )
+        .unwrap();
+    };
+    let big = WriteOp::single(
+        "INSERT INTO users (username, email) VALUES (?1, ?2)",
+        vec![SqlValue::Blob(vec![7; 64 * 1024]), "big@x".into()],
+    );
+    let ops = vec![insert_user("a", "a@x"), big, insert_user("b", "b@x")];
+    let batched = open_db();
+    let reference = open_db();
+    setup_conn(&batched);
+    setup_conn(&reference);
+    let outcomes = execute_batch(&batched, &ops).unwrap();
+    let expected: Vec<_> = ops
+        .iter()
+        .map(|op| execute_autocommit(&reference, op))
+        .collect();
+    assert_eq!(outcomes, expected);
+    assert_eq!(outcomes[1], failed("database or disk is full"));
+    assert_eq!(dump(&batched), dump(&reference));
+    assert_eq!(count(&batched, "users"), 2);
+}
+
+#[test]
+fn empty_batch_touches_nothing() {
+    let conn = open_db();
+    conn.execute_batch("BEGIN").unwrap();
+    // Would fail with Begin if it tried to start a transaction.
+    assert_eq!(execute_batch(&conn, &[]).unwrap(), vec![]);
+    conn.execute_batch("ROLLBACK").unwrap();
+}
+
+#[test]
+fn begin_failure_leaves_the_callers_transaction_alone() {
+    let conn = open_db();
+    conn.execute_batch("BEGIN; INSERT INTO users (username, email) VALUES ('t', 't@x');")
+        .unwrap();
+    let error = execute_batch(&conn, &[insert_user("a", "a@x")]).unwrap_err();
+    assert!(matches!(error, FlushError::Begin(_)), "{error:?}");
+    assert_eq!(
+        error.to_string(),
+        "BEGIN failed: cannot start a transaction within a transaction"
+    );
+    assert!(!conn.is_autocommit());
+    conn.execute_batch("COMMIT").unwrap();
+    assert_eq!(count(&conn, "users"), 1);
+}
+
+#[test]
+fn commit_failure_rolls_back() {
+    let conn = open_db();
+    conn.execute_batch(
+        "CREATE TABLE deferred (user_id INTEGER REFERENCES users(user_id) DEFERRABLE INITIALLY DEFERRED);",
+    )
+    .unwrap();
+    let ops = vec![
+        insert_user("a", "a@x"),
+        WriteOp::single("INSERT INTO deferred (user_id) VALUES (99)", vec![]),
+    ];
+    let error = execute_batch(&conn, &ops).unwrap_err();
+    assert!(matches!(error, FlushError::Commit(_)), "{error:?}");
+    assert_eq!(
+        error.to_string(),
+        "COMMIT failed: FOREIGN KEY constraint failed"
+    );
+    assert!(conn.is_autocommit());
+    assert_eq!(count(&conn, "users"), 0);
+    // Alone, the deferred violation is the op's own failure.
+    assert_eq!(
+        execute_autocommit(&conn, &ops[1]),
+        failed("FOREIGN KEY constraint failed")
+    );
+    let unit = WriteOp::Unit(vec![Statement::new(
+        "INSERT INTO deferred (user_id) VALUES (98)",
+        vec![],
+    )]);
+    assert_eq!(
+        execute_autocommit(&conn, &unit),
+        failed("RELEASE failed: FOREIGN KEY constraint failed")
+    );
+    assert!(conn.is_autocommit());
+    assert_eq!(count(&conn, "deferred"), 0);
+}
+
+/// The SQL of every statement prepared (and not finalized) on `conn`: what the statement
+/// cache holds once nothing is running.
+fn prepared_statements(conn: &rusqlite::Connection) -> Vec<String> {
+    let mut sqls = Vec::new();
+    // SAFETY: the handle is valid while `conn` lives; statements are only inspected.
+    unsafe {
+        let db = conn.handle();
+        let mut stmt = rusqlite::ffi::sqlite3_next_stmt(db, std::ptr::null_mut());
+        while !stmt.is_null() {
+            let sql = std::ffi::CStr::from_ptr(rusqlite::ffi::sqlite3_sql(stmt));
+            sqls.push(sql.to_string_lossy().into_owned());
+            stmt = rusqlite::ffi::sqlite3_next_stmt(db, stmt);
+        }
+    }
+    sqls.sort();
+    sqls
+}
+
+#[test]
+fn statements_are_prepared_once_and_cached() {
+    let conn = open_db();
+    let mut ops: Vec<WriteOp> = (0..50)
+        .map(|i| insert_user("u", &format!("{i}@x")))
+        .collect();
+    ops.push(WriteOp::Unit(vec![
+        insert_order_stmt(1, 1.0),
+        insert_order_stmt(2, 2.0),
+    ]));
+    assert!(
+        execute_batch(&conn, &ops)
+            .unwrap()
+            .iter()
+            .all(OpOutcome::is_committed)
+    );
+    // Each distinct SQL text is prepared once and stays in the connection's cache.
+    let mut expected = vec![
+        BEGIN,
+        COMMIT,
+        RELEASE,
+        SAVEPOINT,
+        crate::testing::INSERT_ORDER,
+        crate::testing::INSERT_USER,
+    ];
+    expected.sort();
+    assert_eq!(prepared_statements(&conn), expected);
+    assert_eq!(count(&conn, "users"), 50);
+}

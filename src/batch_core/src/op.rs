@@ -1,0 +1,244 @@
+//! Write operations ([`WriteOp`]), their statements and values, and their outcomes.
+
+use rusqlite::ToSql;
+use rusqlite::types::{FromSql, FromSqlResult, ToSqlOutput, Value, ValueRef};
+use serde::{Deserialize, Serialize};
+
+#[cfg(test)]
+mod tests;
+
+/// Identifier of an accepted op: issued by [`BatchQueue::submit`](crate::BatchQueue::submit),
+/// starting at 1, increasing by one per accepted op, never reused (also across upgrades when the
+/// queue is restored with [`BatchQueue::from_state`](crate::BatchQueue::from_state)).
+/// Ticket 0 is never issued.
+pub type Ticket = u64;
+
+/// A value bound to a statement parameter: SQLite's five storage classes.
+///
+/// Binding costs one `sqlite3_bind_*` call; text and blobs are bound without copying.
+/// A `Real(NaN)` is stored by SQLite as `NULL` (and does not survive a JSON round trip).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub enum SqlValue {
+    /// SQL `NULL`.
+    Null,
+    /// A 64-bit signed integer.
+    Integer(i64),
+    /// A 64-bit float.
+    Real(f64),
+    /// UTF-8 text.
+    Text(String),
+    /// Bytes.
+    Blob(Vec<u8>),
+}
+
+impl ToSql for SqlValue {
+    fn to_sql(&self) -> rusqlite::Result<ToSqlOutput<'_>> {
+        Ok(ToSqlOutput::Borrowed(match self {
+            SqlValue::Null => ValueRef::Null,
+            SqlValue::Integer(i) => ValueRef::Integer(*i),
+            SqlValue::Real(f) => ValueRef::Real(*f),
+            SqlValue::Text(s) => ValueRef::Text(s.as_bytes()),
+            SqlValue::Blob(b) => ValueRef::Blob(b),
+        }))
+    }
+}
+
+/// Reads any column as a `SqlValue` (text that is not UTF-8 is an error).
+impl FromSql for SqlValue {
+    fn column_result(value: ValueRef<'_>) -> FromSqlResult<Self> {
+        Ok(match value {
+            ValueRef::Null => SqlValue::Null,
+            ValueRef::Integer(i) => SqlValue::Integer(i),
+            ValueRef::Real(f) => SqlValue::Real(f),
+            ValueRef::Text(_) => SqlValue::Text(value.as_str()?.to_owned()),
+            ValueRef::Blob(b) => SqlValue::Blob(b.to_vec()),
+        })
+    }
+}
+
+impl From<Value> for SqlValue {
+    fn from(value: Value) -> Self {
+        match value {
+            Value::Null => SqlValue::Null,
+            Value::Integer(i) => SqlValue::Integer(i),
+            Value::Real(f) => SqlValue::Real(f),
+            Value::Text(s) => SqlValue::Text(s),
+            Value::Blob(b) => SqlValue::Blob(b),
+        }
+    }
+}
+
+impl From<SqlValue> for Value {
+    fn from(value: SqlValue) -> Self {
+        match value {
+            SqlValue::Null => Value::Null,
+            SqlValue::Integer(i) => Value::Integer(i),
+            SqlValue::Real(f) => Value::Real(f),
+            SqlValue::Text(s) => Value::Text(s),
+            SqlValue::Blob(b) => Value::Blob(b),
+        }
+    }
+}
+
+impl From<i64> for SqlValue {
+    fn from(value: i64) -> Self {
+        SqlValue::Integer(value)
+    }
+}
+
+impl From<i32> for SqlValue {
+    fn from(value: i32) -> Self {
+        SqlValue::Integer(value.into())
+    }
+}
+
+impl From<u32> for SqlValue {
+    fn from(value: u32) -> Self {
+        SqlValue::Integer(value.into())
+    }
+}
+
+impl From<bool> for SqlValue {
+    fn from(value: bool) -> Self {
+        SqlValue::Integer(value.into())
+    }
+}
+
+impl From<f64> for SqlValue {
+    fn from(value: f64) -> Self {
+        SqlValue::Real(value)
+    }
+}
+
+impl From<&str> for SqlValue {
+    fn from(value: &str) -> Self {
+        SqlValue::Text(value.to_owned())
+    }
+}
+
+impl From<String> for SqlValue {
+    fn from(value: String) -> Self {
+        SqlValue::Text(value)
+    }
+}
+
+impl From<Vec<u8>> for SqlValue {
+    fn from(value: Vec<u8>) -> Self {
+        SqlValue::Blob(value)
+    }
+}
+
+impl From<&[u8]> for SqlValue {
+    fn from(value: &[u8]) -> Self {
+        SqlValue::Blob(value.to_vec())
+    }
+}
+
+/// `None` is `NULL`.
+impl<T: Into<SqlValue>> From<Option<T>> for SqlValue {
+    fn from(value: Option<T>) -> Self {
+        value.map_or(SqlValue::Null, Into::into)
+    }
+}
+
+/// One SQL statement with its positional parameters (`?`, `?NNN`; named parameters bind by
+/// position too).
+///
+/// The SQL text is the key of the connection's prepared-statement cache, so submit the same text
+/// with different parameters rather than formatting values into the SQL. It must be exactly one
+/// statement that writes (`INSERT`, `UPDATE`, `DELETE`, `REPLACE`, DDL): read-only statements
+/// (`SELECT`) and transaction control (`BEGIN`, `COMMIT`, `ROLLBACK`, `SAVEPOINT`, `RELEASE`) are
+/// rejected when executed, because they would break the batch's transaction.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Statement {
+    /// The SQL text of one statement.
+    pub sql: String,
+    /// Values for the statement's parameters, in order; the count must match.
+    pub params: Vec<SqlValue>,
+}
+
+impl Statement {
+    /// A statement from its SQL text and parameters.
+    pub fn new(sql: impl Into<String>, params: Vec<SqlValue>) -> Self {
+        Statement {
+            sql: sql.into(),
+            params,
+        }
+    }
+}
+
+/// A write operation: what [`BatchQueue::submit`](crate::BatchQueue::submit) accepts and what gets
+/// one [`OpOutcome`].
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub enum WriteOp {
+    /// One statement. If it fails, SQLite undoes its partial effects (statement-level atomicity)
+    /// and the other ops of the batch are unaffected.
+    Single(Statement),
+    /// Statements that apply together or not at all: they run inside a `SAVEPOINT`, and if any
+    /// of them fails the savepoint is rolled back and the whole unit fails. Must not be empty.
+    Unit(Vec<Statement>),
+}
+
+impl WriteOp {
+    /// A [`WriteOp::Single`] from SQL text and parameters.
+    pub fn single(sql: impl Into<String>, params: Vec<SqlValue>) -> Self {
+        WriteOp::Single(Statement::new(sql, params))
+    }
+
+    /// A [`WriteOp::Unit`] of the given statements.
+    pub fn unit(statements: Vec<Statement>) -> Self {
+        WriteOp::Unit(statements)
+    }
+
+    /// Number of statements in the op (1 for a single statement).
+    pub fn statement_count(&self) -> usize {
+        match self {
+            WriteOp::Single(_) => 1,
+            WriteOp::Unit(statements) => statements.len(),
+        }
+    }
+}
+
+impl From<Statement> for WriteOp {
+    fn from(statement: Statement) -> Self {
+        WriteOp::Single(statement)
+    }
+}
+
+/// The result of one executed op.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub enum OpOutcome {
+    /// The op took effect (and its transaction committed).
+    Committed {
+        /// Rows inserted, updated or deleted directly by the op (SQLite's `changes()`, summed
+        /// over the statements of a unit; rows changed by triggers or foreign-key actions are not
+        /// counted; 0 for DDL).
+        rows_changed: u64,
+        /// Rowid of the last row the op inserted (for a unit: its last inserting statement);
+        /// 0 if the op inserted nothing. Unlike SQLite's connection-wide `last_insert_rowid()`,
+        /// this never leaks a rowid from an earlier op.
+        last_insert_rowid: i64,
+    },
+    /// The op failed and had no effect.
+    Failed {
+        /// SQLite's own error message (for example `UNIQUE constraint failed: users.email`),
+        /// or rusqlite's for errors it detects (such as a wrong parameter count). For a unit it is
+        /// prefixed with the index of the failing statement: `statement 2: ...`.
+        error: String,
+    },
+}
+
+impl OpOutcome {
+    /// Whether the op took effect.
+    pub fn is_committed(&self) -> bool {
+        matches!(self, OpOutcome::Committed { .. })
+    }
+
+    /// The error text of a failed op.
+    pub fn error(&self) -> Option<&str> {
+        match self {
+            OpOutcome::Committed { .. } => None,
+            OpOutcome::Failed { error } => Some(error),
+        }
+    }
+}

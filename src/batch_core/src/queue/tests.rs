@@ -1,0 +1,654 @@
+use super::*;
+use crate::clock::{Clock, ManualClock};
+use crate::meter::CountingMeter;
+use crate::op::Statement;
+use crate::testing::{count, dump, insert_order, insert_user, insert_user_stmt, open_db};
+
+fn config(flush_size: usize, max_pending: usize) -> Config {
+    Config {
+        flush_size,
+        max_delay_ns: 1_000,
+        max_pending,
+        flush_instruction_budget: u64::MAX,
+        outcome_capacity: 1_000,
+    }
+}
+
+fn user(i: usize) -> WriteOp {
+    insert_user(&format!("user{i}"), &format!("{i}@x"))
+}
+
+fn committed(rows_changed: u64, last_insert_rowid: i64) -> OpStatus {
+    OpStatus::Done(OpOutcome::Committed {
+        rows_changed,
+        last_insert_rowid,
+    })
+}
+
+fn failed(error: &str) -> OpStatus {
+    OpStatus::Done(OpOutcome::Failed {
+        error: error.to_owned(),
+    })
+}
+
+fn pending_tickets(queue: &BatchQueue) -> Vec<Ticket> {
+    queue.pending().map(|op| op.ticket).collect()
+}
+
+#[test]
+fn new_validates_the_config() {
+    assert_eq!(
+        BatchQueue::new(Config {
+            flush_size: 0,
+            ..Config::default()
+        })
+        .unwrap_err(),
+        ConfigError::ZeroFlushSize
+    );
+    let queue = BatchQueue::new(config(2, 3)).unwrap();
+    assert_eq!(queue.config(), &config(2, 3));
+    assert!(queue.is_empty());
+    assert_eq!(queue.stats(), Stats::default());
+}
+
+#[test]
+fn tickets_start_at_one_and_are_monotonic() {
+    let mut queue = BatchQueue::new(config(3, 3)).unwrap();
+    let conn = open_db();
+    let mut tickets = Vec::new();
+    for i in 0..3 {
+        tickets.push(queue.submit(user(i), 0).unwrap().ticket);
+    }
+    // Rejected submits consume no ticket.
+    assert!(queue.submit(user(3), 0).is_err());
+    assert!(queue.submit(WriteOp::Unit(vec![]), 0).is_err());
+    queue.flush(&conn, &CountingMeter::new(1)).unwrap();
+    tickets.push(queue.submit(user(4), 0).unwrap().ticket);
+    assert_eq!(tickets, vec![1, 2, 3, 4]);
+    assert_eq!(queue.status(0), OpStatus::Unknown);
+    assert_eq!(queue.status(5), OpStatus::Unknown);
+    assert_eq!(queue.status(4), OpStatus::Pending);
+}
+
+#[test]
+fn full_queue_rejects_and_drops_nothing() {
+    let mut queue = BatchQueue::new(config(2, 2)).unwrap();
+    let first = queue.submit(user(1), 0).unwrap();
+    assert_eq!(
+        first,
+        Submitted {
+            ticket: 1,
+            flush_due: false
+        }
+    );
+    let second = queue.submit(user(2), 0).unwrap();
+    assert_eq!(
+        second,
+        Submitted {
+            ticket: 2,
+            flush_due: true
+        }
+    );
+    let error = queue.submit(user(3), 0).unwrap_err();
+    assert_eq!(error, SubmitError::QueueFull { capacity: 2 });
+    assert_eq!(error.to_string(), "queue full: 2 ops pending");
+    assert_eq!(
+        queue.submit(user(3), 0).unwrap_err(),
+        SubmitError::QueueFull { capacity: 2 }
+    );
+    assert_eq!(pending_tickets(&queue), vec![1, 2]);
+    let stats = queue.stats();
+    assert_eq!((stats.pending, stats.submitted, stats.rejected), (2, 2, 2));
+    // After a flush there is room again.
+    let conn = open_db();
+    queue.flush(&conn, &CountingMeter::new(1)).unwrap();
+    assert_eq!(queue.submit(user(3), 0).unwrap().ticket, 3);
+}
+
+#[test]
+fn empty_unit_is_rejected() {
+    let mut queue = BatchQueue::new(config(2, 2)).unwrap();
+    let error = queue.submit(WriteOp::Unit(vec![]), 0).unwrap_err();
+    assert_eq!(error, SubmitError::EmptyUnit);
+    assert_eq!(error.to_string(), "unit has no statements");
+    assert!(queue.is_empty());
+    assert_eq!(queue.stats().rejected, 1);
+}
+
+#[test]
+fn next_due_follows_the_oldest_op_and_the_size_trigger() {
+    let clock = ManualClock::new(10_000);
+    let mut queue = BatchQueue::new(config(3, 10)).unwrap();
+    assert_eq!(queue.next_due(clock.now_ns()), None);
+    queue.submit(user(1), clock.now_ns()).unwrap();
+    assert_eq!(queue.next_due(clock.now_ns()), Some(11_000));
+    clock.advance(400);
+    let submitted = queue.submit(user(2), clock.now_ns()).unwrap();
+    assert!(!submitted.flush_due);
+    // Later ops do not push the deadline back.
+    assert_eq!(queue.next_due(clock.now_ns()), Some(11_000));
+    clock.advance(700);
+    // Overdue: the deadline is in the past.
+    assert_eq!(queue.next_due(clock.now_ns()), Some(11_000));
+    let submitted = queue.submit(user(3), clock.now_ns()).unwrap();
+    assert!(submitted.flush_due);
+    assert_eq!(queue.next_due(clock.now_ns()), Some(clock.now_ns()));
+    // A flush that takes one op leaves the second-oldest as the deadline.
+    let conn = open_db();
+    let mut one_op = queue.config().clone();
+    one_op.flush_instruction_budget = 1;
+    let mut queue = BatchQueue::from_state(one_op, queue.to_state()).unwrap();
+    assert_eq!(
+        queue.flush(&conn, &CountingMeter::new(1)).unwrap().executed,
+        1
+    );
+    assert_eq!(queue.next_due(clock.now_ns()), Some(10_400 + 1_000));
+    queue.flush(&conn, &CountingMeter::new(1)).unwrap();
+    queue.flush(&conn, &CountingMeter::new(1)).unwrap();
+    assert_eq!(queue.next_due(clock.now_ns()), None);
+}
+
+#[test]
+fn next_due_saturates() {
+    let mut queue = BatchQueue::new(Config {
+        max_delay_ns: u64::MAX,
+        ..config(5, 5)
+    })
+    .unwrap();
+    queue.submit(user(1), 5).unwrap();
+    assert_eq!(queue.next_due(5), Some(u64::MAX));
+}
+
+#[test]
+fn flush_takes_everything_pending_in_one_transaction() {
+    let conn = open_db();
+    let mut queue = BatchQueue::new(config(2, 10)).unwrap();
+    for i in 0..7 {
+        queue.submit(user(i), 0).unwrap();
+    }
+    let meter = CountingMeter::new(1);
+    let report = queue.flush(&conn, &meter).unwrap();
+    assert_eq!(
+        report,
+        FlushReport {
+            executed: 7,
+            committed: 7,
+            failed: 0,
+            remaining: 0,
+            more_due: false,
+            // Reads: start, before ops 2..=7, end.
+            instructions: 7,
+        }
+    );
+    assert_eq!(meter.reads(), 8);
+    assert_eq!(count(&conn, "users"), 7);
+    assert_eq!(queue.status(7), committed(1, 7));
+}
+
+#[test]
+fn budget_stops_between_ops_and_leaves_the_rest_queued_in_order() {
+    let conn = open_db();
+    let mut queue = BatchQueue::new(Config {
+        flush_instruction_budget: 250,
+        ..config(100, 100)
+    })
+    .unwrap();
+    for i in 0..10 {
+        queue.submit(user(i), 0).unwrap();
+    }
+    // Reads return 0, 100, 200, 300: op 1 runs unchecked, ops 2 and 3 start at 100 and 200
+    // used, op 4 would start at 300 >= 250.
+    let meter = CountingMeter::new(100);
+    let report = queue.flush(&conn, &meter).unwrap();
+    assert_eq!(
+        report,
+        FlushReport {
+            executed: 3,
+            committed: 3,
+            failed: 0,
+            remaining: 7,
+            more_due: true,
+            instructions: 400,
+        }
+    );
+    assert_eq!(meter.reads(), 5);
+    assert_eq!(pending_tickets(&queue), (4..=10).collect::<Vec<_>>());
+    assert_eq!(queue.status(3), committed(1, 3));
+    assert_eq!(queue.status(4), OpStatus::Pending);
+    assert_eq!(count(&conn, "users"), 3);
+    let stats = queue.stats();
+    assert_eq!(
+        (stats.last_flush_ops, stats.last_flush_instructions),
+        (3, 400)
+    );
+    // The rest follows, in order.
+    let report = queue.flush(&conn, &CountingMeter::new(100)).unwrap();
+    assert_eq!((report.executed, report.remaining), (3, 4));
+    let report = queue.flush(&conn, &CountingMeter::new(100)).unwrap();
+    assert_eq!((report.executed, report.remaining), (3, 1));
+    let report = queue.flush(&conn, &CountingMeter::new(100)).unwrap();
+    assert_eq!(
+        (report.executed, report.remaining, report.more_due),
+        (1, 0, false)
+    );
+    let names: Vec<String> = conn
+        .prepare("SELECT username FROM users ORDER BY user_id")
+        .unwrap()
+        .query_map([], |row| row.get(0))
+        .unwrap()
+        .collect::<Result<_, _>>()
+        .unwrap();
+    assert_eq!(
+        names,
+        (0..10).map(|i| format!("user{i}")).collect::<Vec<_>>()
+    );
+}
+
+#[test]
+fn an_exhausted_budget_still_runs_one_op() {
+    let conn = open_db();
+    let mut queue = BatchQueue::new(Config {
+        flush_instruction_budget: 1,
+        ..config(10, 10)
+    })
+    .unwrap();
+    queue.submit(user(1), 0).unwrap();
+    queue.submit(user(2), 0).unwrap();
+    let meter = CountingMeter::new(1_000_000);
+    let report = queue.flush(&conn, &meter).unwrap();
+    assert_eq!(
+        (report.executed, report.remaining, report.more_due),
+        (1, 1, true)
+    );
+}
+
+#[test]
+fn budget_op_count_formula() {
+    // min(n, max(1, ceil(budget / step))) ops per flush.
+    for (n, budget, step, expected) in [
+        (10, 250, 100, 3),
+        (10, 300, 100, 3),
+        (10, 301, 100, 4),
+        (10, 1, 100, 1),
+        (10, 5, 0, 10),
+        (2, 1_000, 1, 2),
+    ] {
+        let conn = open_db();
+        let mut queue = BatchQueue::new(Config {
+            flush_instruction_budget: budget,
+            ..config(10, 10)
+        })
+        .unwrap();
+        for i in 0..n {
+            queue.submit(user(i), 0).unwrap();
+        }
+        let report = queue.flush(&conn, &CountingMeter::new(step)).unwrap();
+        assert_eq!(
+            report.executed, expected,
+            "n={n} budget={budget} step={step}"
+        );
+    }
+}
+
+#[test]
+fn empty_flush_touches_nothing() {
+    let conn = open_db();
+    conn.execute_batch("BEGIN").unwrap();
+    let mut queue = BatchQueue::new(config(1, 1)).unwrap();
+    let meter = CountingMeter::new(1);
+    assert_eq!(queue.flush(&conn, &meter).unwrap(), FlushReport::default());
+    assert_eq!(meter.reads(), 0);
+    assert_eq!(queue.stats().flushes, 0);
+    conn.execute_batch("ROLLBACK").unwrap();
+}
+
+#[test]
+fn outcomes_are_evicted_oldest_first() {
+    let conn = open_db();
+    let mut queue = BatchQueue::new(Config {
+        outcome_capacity: 2,
+        ..config(10, 10)
+    })
+    .unwrap();
+    for i in 0..3 {
+        queue.submit(user(i), 0).unwrap();
+    }
+    queue.flush(&conn, &CountingMeter::new(0)).unwrap();
+    assert_eq!(queue.status(1), OpStatus::Evicted);
+    assert_eq!(queue.status(2), committed(1, 2));
+    assert_eq!(queue.status(3), committed(1, 3));
+    queue.submit(user(0), 0).unwrap();
+    assert_eq!(queue.status(4), OpStatus::Pending);
+    queue.flush(&conn, &CountingMeter::new(0)).unwrap();
+    assert_eq!(queue.status(2), OpStatus::Evicted);
+    assert_eq!(queue.status(3), committed(1, 3));
+    assert_eq!(
+        queue.status(4),
+        failed("UNIQUE constraint failed: users.email")
+    );
+    assert_eq!(queue.status(5), OpStatus::Unknown);
+}
+
+#[test]
+fn zero_outcome_capacity_evicts_at_once() {
+    let conn = open_db();
+    let mut queue = BatchQueue::new(Config {
+        outcome_capacity: 0,
+        ..config(10, 10)
+    })
+    .unwrap();
+    queue.submit(user(1), 0).unwrap();
+    queue.flush(&conn, &CountingMeter::new(0)).unwrap();
+    assert_eq!(queue.status(1), OpStatus::Evicted);
+}
+
+#[test]
+fn stats_are_exact() {
+    let conn = open_db();
+    let mut queue = BatchQueue::new(Config {
+        flush_instruction_budget: 2,
+        ..config(3, 4)
+    })
+    .unwrap();
+    queue.submit(user(1), 0).unwrap();
+    queue.submit(user(1), 0).unwrap(); // duplicate email: fails
+    queue.submit(WriteOp::single("BAD SQL", vec![]), 0).unwrap();
+    queue.submit(user(2), 0).unwrap();
+    assert!(queue.submit(user(3), 0).is_err());
+    let report = queue.flush(&conn, &CountingMeter::new(1)).unwrap();
+    assert_eq!(
+        (report.executed, report.committed, report.failed),
+        (2, 1, 1)
+    );
+    let report = queue.flush(&conn, &CountingMeter::new(1)).unwrap();
+    assert_eq!(
+        (report.executed, report.committed, report.failed),
+        (2, 1, 1)
+    );
+    assert_eq!(
+        queue.stats(),
+        Stats {
+            pending: 0,
+            submitted: 4,
+            committed: 2,
+            failed: 2,
+            rejected: 1,
+            flushes: 2,
+            last_flush_ops: 2,
+            last_flush_instructions: 2,
+            flush_errors: 0,
+        }
+    );
+}
+
+#[test]
+fn begin_failure_leaves_the_queue_unchanged() {
+    let conn = open_db();
+    let mut queue = BatchQueue::new(config(10, 10)).unwrap();
+    for i in 0..3 {
+        queue.submit(user(i), 0).unwrap();
+    }
+    let before = queue.to_state();
+    conn.execute_batch("BEGIN").unwrap();
+    let error = queue.flush(&conn, &CountingMeter::new(1)).unwrap_err();
+    assert!(matches!(error, FlushError::Begin(_)), "{error:?}");
+    conn.execute_batch("ROLLBACK").unwrap();
+    let after = queue.to_state();
+    assert_eq!(after.pending, before.pending);
+    assert_eq!(after.outcomes, before.outcomes);
+    assert_eq!(
+        after.stats,
+        Stats {
+            flush_errors: 1,
+            ..before.stats
+        }
+    );
+    assert_eq!(queue.status(1), OpStatus::Pending);
+    // Nothing was lost: the next flush applies all of it.
+    assert_eq!(
+        queue
+            .flush(&conn, &CountingMeter::new(1))
+            .unwrap()
+            .committed,
+        3
+    );
+    assert_eq!(count(&conn, "users"), 3);
+}
+
+#[test]
+fn commit_failure_rolls_back_and_leaves_the_queue_unchanged() {
+    let conn = open_db();
+    conn.execute_batch(
+        "CREATE TABLE deferred (user_id INTEGER REFERENCES users(user_id) DEFERRABLE INITIALLY DEFERRED);",
+    )
+    .unwrap();
+    let mut queue = BatchQueue::new(config(10, 10)).unwrap();
+    queue.submit(user(1), 0).unwrap();
+    queue
+        .submit(
+            WriteOp::single("INSERT INTO deferred VALUES (42)", vec![]),
+            0,
+        )
+        .unwrap();
+    let before = queue.to_state();
+    let error = queue.flush(&conn, &CountingMeter::new(1)).unwrap_err();
+    assert!(matches!(error, FlushError::Commit(_)), "{error:?}");
+    assert!(conn.is_autocommit());
+    assert_eq!(count(&conn, "users"), 0);
+    assert_eq!(queue.to_state().pending, before.pending);
+    assert_eq!(queue.status(1), OpStatus::Pending);
+    assert_eq!(queue.stats().flush_errors, 1);
+    assert_eq!(queue.stats().flushes, 0);
+}
+
+#[test]
+fn unit_savepoint_rollback_in_a_flush() {
+    let conn = open_db();
+    let mut queue = BatchQueue::new(config(10, 10)).unwrap();
+    queue.submit(user(1), 0).unwrap();
+    queue
+        .submit(
+            WriteOp::Unit(vec![
+                insert_user_stmt("u2", "2@x"),
+                Statement::new(crate::testing::INSERT_ORDER, vec![2.into(), 1.0.into()]),
+                Statement::new(crate::testing::INSERT_ORDER, vec![99.into(), 1.0.into()]),
+            ]),
+            0,
+        )
+        .unwrap();
+    queue.submit(insert_order(1, 4.0), 0).unwrap();
+    let report = queue.flush(&conn, &CountingMeter::new(1)).unwrap();
+    assert_eq!((report.committed, report.failed), (2, 1));
+    assert_eq!(
+        queue.status(2),
+        failed("statement 2: FOREIGN KEY constraint failed")
+    );
+    assert_eq!(queue.status(3), committed(1, 1));
+    assert_eq!((count(&conn, "users"), count(&conn, "orders")), (1, 1));
+}
+
+#[test]
+fn transaction_rollback_in_a_flush_reapplies_earlier_ops() {
+    let conn = open_db();
+    let reference = open_db();
+    let mut queue = BatchQueue::new(config(10, 10)).unwrap();
+    let ops = vec![
+        user(1),
+        insert_order(1, 5.0),
+        WriteOp::single(
+            "INSERT OR ROLLBACK INTO users (username, email) VALUES ('r', '1@x')",
+            vec![],
+        ),
+        user(2),
+        insert_order(2, 9_999_999.0), // RAISE(ROLLBACK)
+        insert_order(2, 6.0),
+    ];
+    for op in &ops {
+        queue.submit(op.clone(), 0).unwrap();
+    }
+    let report = queue.flush(&conn, &CountingMeter::new(1)).unwrap();
+    assert_eq!(
+        (report.executed, report.committed, report.failed),
+        (6, 4, 2)
+    );
+    for (i, op) in ops.iter().enumerate() {
+        assert_eq!(
+            queue.status(i as Ticket + 1),
+            OpStatus::Done(crate::execute_autocommit(&reference, op))
+        );
+    }
+    assert_eq!(
+        queue.status(3),
+        failed("UNIQUE constraint failed: users.email")
+    );
+    assert_eq!(queue.status(5), failed("amount over limit"));
+    assert_eq!(queue.status(6), committed(1, 2));
+    assert_eq!(dump(&conn), dump(&reference));
+}
+
+#[test]
+fn state_round_trips_through_serde_json() {
+    let conn = open_db();
+    let mut queue = BatchQueue::new(Config {
+        flush_instruction_budget: 1,
+        ..config(10, 10)
+    })
+    .unwrap();
+    queue.submit(user(1), 10).unwrap();
+    queue.submit(user(1), 20).unwrap();
+    queue
+        .submit(
+            WriteOp::Unit(vec![
+                insert_user_stmt("b", "b@x"),
+                insert_user_stmt("c", "c@x"),
+            ]),
+            30,
+        )
+        .unwrap();
+    queue.flush(&conn, &CountingMeter::new(1)).unwrap();
+    queue.flush(&conn, &CountingMeter::new(1)).unwrap();
+    let state = queue.to_state();
+    assert_eq!(state.next_ticket, 4);
+    assert_eq!(state.pending.len(), 1);
+    assert_eq!(state.pending[0].enqueued_ns, 30);
+    assert_eq!(state.outcomes.len(), 2);
+    let json = serde_json::to_vec(&state).unwrap();
+    let decoded: QueueState = serde_json::from_slice(&json).unwrap();
+    assert_eq!(decoded, state);
+    let mut restored = BatchQueue::from_state(queue.config().clone(), decoded).unwrap();
+    assert_eq!(restored.stats(), queue.stats());
+    for ticket in 0..6 {
+        assert_eq!(restored.status(ticket), queue.status(ticket));
+    }
+    assert_eq!(restored.next_due(0), Some(30 + 1_000));
+    // It carries on where the original left off.
+    assert_eq!(restored.submit(user(9), 40).unwrap().ticket, 4);
+    let report = restored.flush(&conn, &CountingMeter::new(0)).unwrap();
+    assert_eq!(report.executed, 2);
+    assert_eq!(restored.status(3), committed(2, 3));
+    assert_eq!(restored.stats().submitted, 4);
+}
+
+#[test]
+fn from_state_keeps_every_pending_op_and_trims_outcomes() {
+    let conn = open_db();
+    let mut queue = BatchQueue::new(config(10, 10)).unwrap();
+    for i in 0..4 {
+        queue.submit(user(i), 0).unwrap();
+    }
+    queue.flush(&conn, &CountingMeter::new(0)).unwrap();
+    for i in 4..10 {
+        queue.submit(user(i), 0).unwrap();
+    }
+    let smaller = Config {
+        max_pending: 3,
+        flush_size: 2,
+        outcome_capacity: 1,
+        ..config(2, 3)
+    };
+    let mut restored = BatchQueue::from_state(smaller, queue.to_state()).unwrap();
+    assert_eq!(restored.len(), 6);
+    assert_eq!(restored.status(3), OpStatus::Evicted);
+    assert_eq!(restored.status(4), committed(1, 4));
+    assert_eq!(
+        restored.submit(user(10), 0).unwrap_err(),
+        SubmitError::QueueFull { capacity: 3 }
+    );
+    assert_eq!(
+        restored
+            .flush(&conn, &CountingMeter::new(0))
+            .unwrap()
+            .committed,
+        6
+    );
+}
+
+#[test]
+fn from_state_rejects_inconsistent_states() {
+    let conn = open_db();
+    let mut queue = BatchQueue::new(config(10, 10)).unwrap();
+    for i in 0..4 {
+        queue.submit(user(i), 0).unwrap();
+    }
+    queue.flush(&conn, &CountingMeter::new(0)).unwrap();
+    queue.submit(user(5), 0).unwrap();
+    queue.submit(user(6), 0).unwrap();
+    let good = queue.to_state();
+    assert!(BatchQueue::from_state(config(10, 10), good.clone()).is_ok());
+    let mut cases: Vec<QueueState> = Vec::new();
+    cases.push(QueueState {
+        next_ticket: 0,
+        ..good.clone()
+    });
+    cases.push(QueueState {
+        next_ticket: 6,
+        ..good.clone()
+    });
+    let mut swapped = good.clone();
+    swapped.pending.swap(0, 1);
+    cases.push(swapped);
+    let mut zero = good.clone();
+    zero.pending[0].ticket = 0;
+    zero.outcomes.clear();
+    cases.push(zero);
+    let mut outcomes_unordered = good.clone();
+    outcomes_unordered.outcomes.swap(0, 1);
+    cases.push(outcomes_unordered);
+    let mut overlap = good.clone();
+    overlap.pending[0].ticket = 4;
+    cases.push(overlap);
+    for state in cases {
+        assert!(
+            matches!(
+                BatchQueue::from_state(config(10, 10), state.clone()),
+                Err(ConfigError::InvalidState { .. })
+            ),
+            "{state:?}"
+        );
+    }
+    assert_eq!(
+        BatchQueue::from_state(
+            Config {
+                max_pending: 0,
+                ..config(1, 1)
+            },
+            good
+        )
+        .unwrap_err(),
+        ConfigError::ZeroMaxPending
+    );
+}
+
+#[test]
+fn submit_and_report_types_serialize() {
+    let report = FlushReport {
+        executed: 1,
+        committed: 1,
+        ..FlushReport::default()
+    };
+    let json = serde_json::to_string(&report).unwrap();
+    assert_eq!(serde_json::from_str::<FlushReport>(&json).unwrap(), report);
+    let status = committed(1, 2);
+    let json = serde_json::to_string(&status).unwrap();
+    assert_eq!(serde_json::from_str::<OpStatus>(&json).unwrap(), status);
+}
