@@ -236,7 +236,7 @@ fn reset_queue(config: Config) {
 fn batched_ops(ops: Vec<WriteOp>, flush_size: usize) -> BenchResult {
     reset_queue(Config {
         flush_size,
-        max_pending: ops.len().max(1),
+        max_pending: ops.len().max(flush_size),
         flush_instruction_budget: u64::MAX / 2,
         ..Config::default()
     });
