@@ -1,1 +1,39 @@
+//! An embedded offline engine that runs a real Internet Computer canister wasm (after
+//! `wasi2ic`) on wasmtime with the IC's instruction metering and message semantics.
+//!
+//! It is a test and benchmark engine, not a replica: no consensus, no networking, one
+//! canister per [`Canister`]. Metering follows the replica's rules exactly
+//! (`../shared/IC_COSTS.md` §1): the module is instrumented per basic block with the replica's
+//! weight table ([`instrument`]), System API calls charge their fixed and per-byte costs
+//! ([`system_api`]), stable memory charges per byte and per dirty page ([`stable`]), and dirty
+//! heap pages are billed after each message ([`heap`]).
+//!
+//! ```no_run
+//! use offline_engine::{Canister, Engine, EngineConfig, Settings};
+//! # fn main() -> Result<(), offline_engine::EngineError> {
+//! let engine = Engine::new(EngineConfig::default())?;
+//! let program = engine.load(&std::fs::read("canister.wasm").unwrap())?;
+//! let (mut canister, _init) = Canister::install(&engine, &program, &[], Settings::default())?;
+//! let exec = canister.update("add", b"DIDL\x00\x00")?;
+//! println!("{:?} in {} instructions", exec.result, exec.instructions);
+//! # Ok(()) }
+//! ```
+#![deny(missing_docs)]
 
+pub mod canbench;
+pub mod canister;
+pub mod engine;
+pub mod error;
+pub mod heap;
+pub mod instrument;
+pub mod stable;
+pub mod system_api;
+pub mod types;
+
+pub use canister::Canister;
+pub use engine::{Engine, EngineConfig, Program, default_cache_dir};
+pub use error::EngineError;
+pub use types::{
+    ANONYMOUS, BENCHMARKING_LIMIT, DEFAULT_CANISTER_ID, Execution, InstructionLimits,
+    MessageResult, Settings, SubnetKind, reject_code,
+};

@@ -1,0 +1,1266 @@
+//! An installed canister and its message semantics: install, update, query, global timer,
+//! self-calls with callbacks, upgrade, and rollback of traps and queries.
+//!
+//! One wasmtime instance is kept across messages. A shadow copy of the heap (as of the last
+//! committed message) gives the dirty-page count of each message and lets a trapped message or
+//! a query be undone page by page; when the memory grew in such a message, the instance is
+//! re-created from the shadow (the IC itself re-instantiates for every message, so tables are
+//! not persistent there either). Stable memory has its own undo log, mutable globals a snapshot.
+
+use std::collections::{HashMap, VecDeque};
+use std::time::{Duration, Instant};
+
+use wasmtime::{Func, Global, Instance, Memory, Ref, Store, Table, Val};
+
+use crate::engine::{EXECUTION_STACK, Engine, Program};
+use crate::error::EngineError;
+use crate::heap::HeapShadow;
+use crate::instrument::{COUNTER_EXPORT, MEMORY_EXPORT, START_EXPORT, TABLE_EXPORT};
+use crate::stable::{StableMemory, WASM_PAGE};
+use crate::system_api::{ApiMode, MessageCtx, OutgoingCall, StoreData, SystemState, TrapCause};
+use crate::types::{ANONYMOUS, Execution, MessageResult, Settings, reject_code};
+
+/// Upper bound on executions one [`Canister::tick`] performs.
+const MAX_TICK_EXECUTIONS: usize = 1_000_000;
+
+/// Handles into the current instance.
+struct Handles {
+    memory: Option<Memory>,
+    table: Option<Table>,
+    counter: Global,
+    globals: Vec<Global>,
+}
+
+/// Where a call context's response goes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Origin {
+    Ingress,
+    /// A call from this canister, answered through callback `callback`.
+    Canister {
+        callback: u64,
+    },
+    /// A system task (timer); nobody waits for a reply.
+    System,
+}
+
+#[derive(Debug)]
+struct CallContext {
+    origin: Origin,
+    replied: bool,
+    outstanding: u32,
+    instructions: u64,
+}
+
+#[derive(Debug)]
+struct Callback {
+    context: u64,
+    call: OutgoingCall,
+}
+
+#[derive(Debug)]
+enum Task {
+    /// A call to this canister.
+    Request { callback: u64 },
+    /// The answer to a call this canister made.
+    Response {
+        callback: u64,
+        result: MessageResult,
+        refund: u128,
+    },
+}
+
+/// A canister installed in the engine.
+pub struct Canister {
+    engine: wasmtime::Engine,
+    program: Program,
+    store: Store<StoreData>,
+    handles: Handles,
+    shadow: HeapShadow,
+    globals_snapshot: Vec<Val>,
+    settings: Settings,
+    queue: VecDeque<Task>,
+    contexts: HashMap<u64, CallContext>,
+    callbacks: HashMap<u64, Callback>,
+    ingress_results: HashMap<u64, MessageResult>,
+    next_id: u64,
+}
+
+impl std::fmt::Debug for Canister {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Canister")
+            .field("program", &self.program)
+            .field("settings", &self.settings)
+            .field("queued", &self.queue.len())
+            .finish_non_exhaustive()
+    }
+}
+
+fn placeholder_data() -> StoreData {
+    StoreData {
+        counter: None,
+        memory: None,
+        sys: SystemState {
+            canister_id: Vec::new(),
+            controllers: Vec::new(),
+            time: 0,
+            timer: 0,
+            cycles: 0,
+            certified_data: Vec::new(),
+            version: 0,
+            debug_print_enabled: false,
+            stable: StableMemory::default(),
+        },
+        msg: MessageCtx::new(ApiMode::Update, 0),
+        trap: None,
+        funcs: HashMap::new(),
+    }
+}
+
+fn instantiate(
+    engine: &wasmtime::Engine,
+    program: &Program,
+    data: StoreData,
+) -> Result<(Store<StoreData>, Handles), EngineError> {
+    let mut store = Store::new(engine, data);
+    let instance: Instance = program.inner.pre.instantiate(&mut store)?;
+    let memory = instance.get_memory(&mut store, MEMORY_EXPORT);
+    let table = instance.get_table(&mut store, TABLE_EXPORT);
+    let counter = instance
+        .get_global(&mut store, COUNTER_EXPORT)
+        .ok_or_else(|| EngineError::Module("instrumented module lacks its counter".into()))?;
+    let mut globals = Vec::new();
+    for name in &program.inner.info.mutable_globals {
+        let g = instance
+            .get_global(&mut store, name)
+            .ok_or_else(|| EngineError::Module(format!("mutable global `{name}` not exported")))?;
+        globals.push(g);
+    }
+    store.data_mut().counter = Some(counter);
+    store.data_mut().memory = memory;
+    // Keep the functions of this instance reachable by name.
+    let funcs: HashMap<String, Func> = program
+        .inner
+        .info
+        .function_exports
+        .iter()
+        .chain(std::iter::once(&START_EXPORT.to_string()))
+        .filter_map(|n| instance.get_func(&mut store, n).map(|f| (n.clone(), f)))
+        .collect();
+    store.data_mut().funcs = funcs;
+    Ok((
+        store,
+        Handles {
+            memory,
+            table,
+            counter,
+            globals,
+        },
+    ))
+}
+
+/// Runs `f` on a thread with a large native stack (canister code may use up to 5 MiB of wasm stack).
+fn on_big_stack<T: Send>(f: impl FnOnce() -> T + Send) -> Result<T, EngineError> {
+    std::thread::scope(|s| {
+        let handle = std::thread::Builder::new()
+            .name("canister".into())
+            .stack_size(EXECUTION_STACK)
+            .spawn_scoped(s, f)
+            .map_err(|e| EngineError::io("<thread>", e))?;
+        handle.join().map_err(|p| {
+            let msg = p
+                .downcast_ref::<String>()
+                .cloned()
+                .or_else(|| p.downcast_ref::<&str>().map(|s| s.to_string()))
+                .unwrap_or_default();
+            EngineError::Panic(msg)
+        })
+    })
+}
+
+fn trap_code_text(t: &wasmtime::Trap) -> &'static str {
+    use wasmtime::Trap as T;
+    match t {
+        T::StackOverflow => "stack overflow",
+        T::MemoryOutOfBounds | T::HeapMisaligned => "heap out of bounds",
+        T::TableOutOfBounds | T::IndirectCallToNull => "table out of bounds",
+        T::BadSignature => "function signature mismatch",
+        T::IntegerOverflow => "integer overflow",
+        T::IntegerDivisionByZero => "integer division by 0",
+        T::BadConversionToInteger => "invalid conversion to integer",
+        T::UnreachableCodeReached => "unreachable",
+        _ => "unknown",
+    }
+}
+
+fn principal_text(bytes: &[u8]) -> String {
+    candid::Principal::try_from_slice(bytes)
+        .map(|p| p.to_text())
+        .unwrap_or_else(|_| hex::encode(bytes))
+}
+
+impl Canister {
+    /// Instantiates `program`, runs `canister_start` (if the module had a start function) and
+    /// `canister_init` with `init_arg` (Candid bytes) as one install message (300 B instruction
+    /// limit on application subnets). The caller is the first controller.
+    ///
+    /// Errors: instantiation failures, or [`EngineError::InstallFailed`] when init traps.
+    pub fn install(
+        engine: &Engine,
+        program: &Program,
+        init_arg: &[u8],
+        settings: Settings,
+    ) -> Result<(Canister, Execution), EngineError> {
+        let data = StoreData {
+            counter: None,
+            memory: None,
+            sys: SystemState {
+                canister_id: settings.canister_id.clone(),
+                controllers: settings.controllers.clone(),
+                time: settings.time_ns,
+                timer: 0,
+                cycles: settings.cycles,
+                certified_data: Vec::new(),
+                version: 0,
+                debug_print_enabled: settings.debug_print_enabled,
+                stable: StableMemory::default(),
+            },
+            msg: MessageCtx::new(ApiMode::Init, 0),
+            trap: None,
+            funcs: HashMap::new(),
+        };
+        let (mut store, handles) = instantiate(&engine.wasmtime, program, data)?;
+        let shadow = match handles.memory {
+            Some(m) => HeapShadow::new(m.data(&store)),
+            None => HeapShadow::default(),
+        };
+        let globals_snapshot = handles.globals.iter().map(|g| g.get(&mut store)).collect();
+        let mut canister = Canister {
+            engine: engine.wasmtime.clone(),
+            program: program.clone(),
+            store,
+            handles,
+            shadow,
+            globals_snapshot,
+            settings,
+            queue: VecDeque::new(),
+            contexts: HashMap::new(),
+            callbacks: HashMap::new(),
+            ingress_results: HashMap::new(),
+            next_id: 1,
+        };
+        let exec =
+            canister.run_install_entry_points(init_arg, "canister_init", "canister_init", 0)?;
+        if exec.result.is_trap() {
+            return Err(EngineError::InstallFailed(Box::new(exec)));
+        }
+        canister.store.data_mut().sys.version += 1;
+        Ok((canister, exec))
+    }
+
+    /// The installed program.
+    pub fn program(&self) -> &Program {
+        &self.program
+    }
+
+    /// The canister settings.
+    pub fn settings(&self) -> &Settings {
+        &self.settings
+    }
+
+    /// Current engine time (ns since the epoch).
+    pub fn time(&self) -> u64 {
+        self.store.data().sys.time
+    }
+
+    /// Moves the engine time forward by `ns` nanoseconds. Nothing runs until [`Self::tick`].
+    pub fn advance_time(&mut self, ns: u64) {
+        let t = &mut self.store.data_mut().sys.time;
+        *t = t.saturating_add(ns);
+    }
+
+    /// Deadline of the global timer (0 = inactive).
+    pub fn global_timer(&self) -> u64 {
+        self.store.data().sys.timer
+    }
+
+    /// Current cycle balance.
+    pub fn cycles(&self) -> u128 {
+        self.store.data().sys.cycles
+    }
+
+    /// Certified data last set by the canister.
+    pub fn certified_data(&self) -> &[u8] {
+        &self.store.data().sys.certified_data
+    }
+
+    /// Stable memory size in bytes.
+    pub fn stable_size_bytes(&self) -> u64 {
+        self.store.data().sys.stable.size_bytes()
+    }
+
+    /// Heap (wasm memory) size in bytes.
+    pub fn heap_size_bytes(&self) -> u64 {
+        self.handles
+            .memory
+            .map(|m| m.data_size(&self.store) as u64)
+            .unwrap_or(0)
+    }
+
+    /// A copy of the whole stable memory.
+    pub fn stable_memory(&self) -> Vec<u8> {
+        self.store.data().sys.stable.to_bytes()
+    }
+
+    /// Replaces the stable memory with `bytes` (grown to whole 64 KiB pages), outside any
+    /// message (as canbench's `stable_memory.file` option does after install).
+    pub fn set_stable_memory(&mut self, bytes: &[u8]) {
+        let mut s = StableMemory::default();
+        let pages = (bytes.len() as u64).div_ceil(WASM_PAGE);
+        s.begin();
+        s.grow(pages, crate::stable::MAX_STABLE_WASM_PAGES);
+        // In bounds by construction.
+        let _ = s.write(0, bytes);
+        s.commit();
+        self.store.data_mut().sys.stable = s;
+    }
+
+    /// Number of queued messages (self-calls and responses) waiting for [`Self::tick`].
+    pub fn queued(&self) -> usize {
+        self.queue.len()
+    }
+
+    fn new_id(&mut self) -> u64 {
+        let id = self.next_id;
+        self.next_id += 1;
+        id
+    }
+
+    fn func(&self, name: &str) -> Option<Func> {
+        self.store.data().funcs.get(name).copied()
+    }
+
+    // ---------------------------------------------------------------- low-level execution
+
+    /// Prepares a message: context, counter, stable undo log.
+    fn begin(&mut self, msg: MessageCtx) -> Result<(), EngineError> {
+        let limit = msg.limit;
+        let data = self.store.data_mut();
+        data.msg = msg;
+        data.trap = None;
+        data.sys.stable.begin();
+        self.handles.counter.set(
+            &mut self.store,
+            Val::I64(i64::try_from(limit).unwrap_or(i64::MAX)),
+        )?;
+        Ok(())
+    }
+
+    /// Calls `func` within the current message; returns the trap message if it trapped.
+    fn call(&mut self, func: Func, params: &[Val]) -> Result<Option<String>, EngineError> {
+        let store = &mut self.store;
+        let result = on_big_stack(move || func.call(store, params, &mut []))?;
+        match result {
+            Ok(()) => Ok(None),
+            Err(e) => {
+                let text = match &self.store.data().trap {
+                    Some(cause) => cause.to_string(),
+                    None => match e.downcast_ref::<wasmtime::Trap>() {
+                        Some(t) => format!("Canister trapped: {}", trap_code_text(t)),
+                        None => format!("Canister trapped: {e}"),
+                    },
+                };
+                Ok(Some(text))
+            }
+        }
+    }
+
+    /// Instructions executed in the current message so far.
+    fn used(&mut self) -> u64 {
+        let limit = self.store.data().msg.limit;
+        if matches!(self.store.data().trap, Some(TrapCause::InstructionLimit(_))) {
+            return limit;
+        }
+        let v = self.handles.counter.get(&mut self.store).i64().unwrap_or(0);
+        (i64::try_from(limit).unwrap_or(i64::MAX).saturating_sub(v)).clamp(0, limit as i64) as u64
+    }
+
+    fn dirty_page_cost(&self) -> u64 {
+        if self.program.inner.info.memory64 {
+            4_000
+        } else {
+            1_000
+        }
+    }
+
+    /// Keeps the message's heap, globals and stable changes; returns heap and stable dirty pages.
+    fn commit(&mut self) -> Result<(u64, u64), EngineError> {
+        let heap = match self.handles.memory {
+            Some(m) => self.shadow.commit(m.data(&self.store)),
+            None => 0,
+        };
+        self.globals_snapshot = self
+            .handles
+            .globals
+            .iter()
+            .map(|g| g.get(&mut self.store))
+            .collect();
+        let stable = self.store.data_mut().sys.stable.commit();
+        Ok((heap, stable))
+    }
+
+    /// Undoes the message's heap, globals and stable changes; returns the dirty page counts
+    /// the message had.
+    fn rollback(&mut self) -> Result<(u64, u64), EngineError> {
+        let stable = self.store.data_mut().sys.stable.rollback();
+        let heap = match self.handles.memory {
+            Some(m) if m.data_size(&self.store) == self.shadow.len() => {
+                let data = m.data_mut(&mut self.store);
+                self.shadow.restore(data)
+            }
+            Some(m) => {
+                let n = self.shadow.dirty_pages(m.data(&self.store));
+                self.reinstantiate()?;
+                n
+            }
+            None => 0,
+        };
+        for (g, v) in self
+            .handles
+            .globals
+            .iter()
+            .zip(self.globals_snapshot.clone())
+        {
+            g.set(&mut self.store, v)?;
+        }
+        Ok((heap, stable))
+    }
+
+    /// Re-creates the instance with the committed heap (used when a rolled-back message grew
+    /// the memory, which wasm cannot shrink).
+    fn reinstantiate(&mut self) -> Result<(), EngineError> {
+        let old = std::mem::replace(
+            &mut self.store,
+            Store::new(&self.engine, placeholder_data()),
+        );
+        let data = old.into_data();
+        let (mut store, handles) = instantiate(&self.engine, &self.program, data)?;
+        if let Some(m) = handles.memory {
+            let have = m.data_size(&store) as u64;
+            let want = self.shadow.len() as u64;
+            if want > have {
+                m.grow(&mut store, (want - have) / WASM_PAGE)?;
+            }
+            m.data_mut(&mut store)[..self.shadow.len()].copy_from_slice(self.shadow.bytes());
+        }
+        for (g, v) in handles.globals.iter().zip(self.globals_snapshot.clone()) {
+            g.set(&mut store, v)?;
+        }
+        self.store = store;
+        self.handles = handles;
+        Ok(())
+    }
+
+    // ---------------------------------------------------------------- install and upgrade
+
+    /// Runs start + `init_entry` (canister_init or canister_post_upgrade) as one message.
+    fn run_install_entry_points(
+        &mut self,
+        arg: &[u8],
+        init_entry: &str,
+        entry_label: &str,
+        already_used: u64,
+    ) -> Result<Execution, EngineError> {
+        let started = Instant::now();
+        let limit = self.settings.subnet.install_limit();
+        let mut msg = MessageCtx::new(ApiMode::Start, limit);
+        msg.arg = arg.to_vec();
+        msg.caller = self
+            .settings
+            .controllers
+            .first()
+            .cloned()
+            .unwrap_or_else(|| ANONYMOUS.to_vec());
+        self.begin(msg)?;
+        if already_used > 0 {
+            let v = (limit as i64).saturating_sub(already_used as i64);
+            self.handles.counter.set(&mut self.store, Val::I64(v))?;
+        }
+        let mut trap = None;
+        if let Some(f) = self.func(START_EXPORT) {
+            trap = self.call(f, &[])?;
+        }
+        if trap.is_none()
+            && let Some(f) = self.func(init_entry)
+        {
+            self.store.data_mut().msg.mode = if init_entry == "canister_init" {
+                ApiMode::Init
+            } else {
+                ApiMode::PostUpgrade
+            };
+            trap = self.call(f, &[])?;
+        }
+        let instructions = self.used();
+        self.finish(entry_label.to_string(), trap, instructions, started, None)
+    }
+
+    /// Upgrades to `program`: `canister_pre_upgrade` on the old instance, then a fresh instance
+    /// (new heap and globals, stable memory kept) running `canister_start` and
+    /// `canister_post_upgrade(arg)`, all within one install limit. The global timer is
+    /// deactivated. If any step traps, the canister keeps its old code and state and the
+    /// returned execution has a `Trap` result.
+    pub fn upgrade(&mut self, program: &Program, arg: &[u8]) -> Result<Execution, EngineError> {
+        let started = Instant::now();
+        let limit = self.settings.subnet.install_limit();
+        let mut msg = MessageCtx::new(ApiMode::PreUpgrade, limit);
+        msg.caller = self
+            .settings
+            .controllers
+            .first()
+            .cloned()
+            .unwrap_or_else(|| ANONYMOUS.to_vec());
+        self.begin(msg)?;
+        let mut trap = None;
+        if let Some(f) = self.func("canister_pre_upgrade") {
+            trap = self.call(f, &[])?;
+        }
+        let used = self.used();
+        if trap.is_some() {
+            return self.finish("canister_pre_upgrade".into(), trap, used, started, None);
+        }
+        // Heap pages the pre-upgrade hook dirtied are charged too.
+        let pre_dirty = match self.handles.memory {
+            Some(m) => self.shadow.dirty_pages(m.data(&self.store)),
+            None => 0,
+        };
+        // Move the system state (with the pending stable changes) to a fresh instance.
+        let sys = std::mem::replace(&mut self.store.data_mut().sys, placeholder_data().sys);
+        let mut data = placeholder_data();
+        data.sys = sys;
+        let old_timer = data.sys.timer;
+        data.sys.timer = 0;
+        let old_program = std::mem::replace(&mut self.program, program.clone());
+        let (new_store, new_handles) = match instantiate(&self.engine, program, data) {
+            Ok(x) => x,
+            Err(e) => {
+                self.program = old_program;
+                return Err(e);
+            }
+        };
+        let old_store = std::mem::replace(&mut self.store, new_store);
+        let old_handles = std::mem::replace(&mut self.handles, new_handles);
+        let old_shadow = std::mem::replace(
+            &mut self.shadow,
+            match self.handles.memory {
+                Some(m) => HeapShadow::new(m.data(&self.store)),
+                None => HeapShadow::default(),
+            },
+        );
+        let old_globals = std::mem::replace(
+            &mut self.globals_snapshot,
+            self.handles
+                .globals
+                .iter()
+                .map(|g| g.get(&mut self.store))
+                .collect(),
+        );
+        // The stable undo log must survive into the post-upgrade phase: begin() would clear
+        // it, so run the entry points with the log intact.
+        let mut exec = self.run_post_upgrade(arg, used, started)?;
+        if exec.result.is_trap() {
+            // Restore the old instance and undo everything (stable changes were rolled back
+            // by the failed post-upgrade message already).
+            let sys = std::mem::replace(&mut self.store.data_mut().sys, placeholder_data().sys);
+            self.store = old_store;
+            self.handles = old_handles;
+            self.shadow = old_shadow;
+            self.globals_snapshot = old_globals;
+            self.program = old_program;
+            self.store.data_mut().sys = sys;
+            self.store.data_mut().sys.timer = old_timer;
+            // Undo the pre-upgrade heap changes.
+            if let Some(m) = self.handles.memory {
+                let data = m.data_mut(&mut self.store);
+                if data.len() == self.shadow.len() {
+                    self.shadow.restore(data);
+                } else {
+                    self.reinstantiate()?;
+                }
+            }
+            for (g, v) in self
+                .handles
+                .globals
+                .iter()
+                .zip(self.globals_snapshot.clone())
+            {
+                g.set(&mut self.store, v)?;
+            }
+            exec.entry = "canister_post_upgrade".into();
+            return Ok(exec);
+        }
+        exec.heap_dirty_pages += pre_dirty;
+        exec.billed_instructions += pre_dirty * self.dirty_page_cost();
+        self.store.data_mut().sys.version += 1;
+        Ok(exec)
+    }
+
+    fn run_post_upgrade(
+        &mut self,
+        arg: &[u8],
+        used: u64,
+        started: Instant,
+    ) -> Result<Execution, EngineError> {
+        let limit = self.settings.subnet.install_limit();
+        let mut msg = MessageCtx::new(ApiMode::Start, limit);
+        msg.arg = arg.to_vec();
+        msg.caller = self
+            .settings
+            .controllers
+            .first()
+            .cloned()
+            .unwrap_or_else(|| ANONYMOUS.to_vec());
+        {
+            let data = self.store.data_mut();
+            data.msg = msg;
+            data.trap = None;
+        }
+        let v = (limit as i64).saturating_sub(used as i64);
+        self.handles.counter.set(&mut self.store, Val::I64(v))?;
+        let mut trap = None;
+        if let Some(f) = self.func(START_EXPORT) {
+            trap = self.call(f, &[])?;
+        }
+        if trap.is_none()
+            && let Some(f) = self.func("canister_post_upgrade")
+        {
+            self.store.data_mut().msg.mode = ApiMode::PostUpgrade;
+            trap = self.call(f, &[])?;
+        }
+        let instructions = self.used();
+        self.finish(
+            "canister_post_upgrade".into(),
+            trap,
+            instructions,
+            started,
+            None,
+        )
+    }
+
+    // ---------------------------------------------------------------- finishing a message
+
+    /// Commits or rolls back the current message and builds its [`Execution`]. `context` is
+    /// the call context the message ran in (for replies and call bookkeeping).
+    fn finish(
+        &mut self,
+        entry: String,
+        trap: Option<String>,
+        instructions: u64,
+        started: Instant,
+        context: Option<u64>,
+    ) -> Result<Execution, EngineError> {
+        let mode = self.store.data().msg.mode;
+        let logs = std::mem::take(&mut self.store.data_mut().msg.logs);
+        if let Some(message) = trap {
+            self.rollback()?;
+            return Ok(Execution {
+                entry,
+                result: MessageResult::Trap(message),
+                instructions,
+                billed_instructions: instructions,
+                heap_dirty_pages: 0,
+                stable_dirty_pages: 0,
+                logs,
+                wall_time: started.elapsed(),
+            });
+        }
+        let (heap_dirty_pages, stable_dirty_pages) =
+            if mode.replicated() && mode != ApiMode::ReplicatedQuery {
+                let counts = self.commit()?;
+                self.apply_effects(context);
+                counts
+            } else {
+                self.rollback()?
+            };
+        let result = self
+            .store
+            .data_mut()
+            .msg
+            .response
+            .take()
+            .unwrap_or(MessageResult::NoReply);
+        Ok(Execution {
+            entry,
+            result,
+            instructions,
+            billed_instructions: instructions + heap_dirty_pages * self.dirty_page_cost(),
+            heap_dirty_pages,
+            stable_dirty_pages,
+            logs,
+            wall_time: started.elapsed(),
+        })
+    }
+
+    /// Applies the committed side effects of the current message: timer, certified data,
+    /// cycles, outgoing calls.
+    fn apply_effects(&mut self, context: Option<u64>) {
+        let data = self.store.data_mut();
+        let msg = &mut data.msg;
+        if let Some(t) = msg.timer.take() {
+            data.sys.timer = t;
+        }
+        if let Some(c) = msg.certified_data.take() {
+            data.sys.certified_data = c;
+        }
+        data.sys.cycles = (data.sys.cycles + msg.cycles_accepted)
+            .saturating_sub(msg.cycles_burned + msg.cycles_sent);
+        let calls = std::mem::take(&mut msg.calls);
+        let time = data.sys.time;
+        let self_id = data.sys.canister_id.clone();
+        let Some(context) = context else { return };
+        for call in calls {
+            let callback = self.new_id();
+            if let Some(ctx) = self.contexts.get_mut(&context) {
+                ctx.outstanding += 1;
+            }
+            let to_self = call.callee == self_id;
+            let callee = call.callee.clone();
+            let _ = time;
+            self.callbacks.insert(callback, Callback { context, call });
+            if to_self {
+                self.queue.push_back(Task::Request { callback });
+            } else {
+                let refund = self
+                    .callbacks
+                    .get(&callback)
+                    .map(|c| c.call.cycles)
+                    .unwrap_or(0);
+                self.queue.push_back(Task::Response {
+                    callback,
+                    result: MessageResult::Reject(
+                        reject_code::DESTINATION_INVALID,
+                        format!(
+                            "Canister {} not found (the offline engine hosts one canister)",
+                            principal_text(&callee)
+                        ),
+                    ),
+                    refund,
+                });
+            }
+        }
+    }
+
+    /// Bookkeeping after an execution in `context`: replies, and closing contexts that can no
+    /// longer reply.
+    fn settle(&mut self, context: u64, exec: &mut Execution, expects_reply: bool) {
+        let Some(ctx) = self.contexts.get_mut(&context) else {
+            return;
+        };
+        let mut answer = None;
+        match &exec.result {
+            MessageResult::Reply(_) | MessageResult::Reject(..) if !ctx.replied => {
+                ctx.replied = true;
+                answer = Some(exec.result.clone());
+            }
+            MessageResult::Trap(m) if !ctx.replied && ctx.outstanding == 0 && expects_reply => {
+                ctx.replied = true;
+                answer = Some(MessageResult::Reject(
+                    reject_code::CANISTER_ERROR,
+                    m.clone(),
+                ));
+            }
+            MessageResult::NoReply if !ctx.replied && ctx.outstanding == 0 && expects_reply => {
+                ctx.replied = true;
+                let m = "Canister did not reply to the call".to_string();
+                answer = Some(MessageResult::Reject(reject_code::CANISTER_ERROR, m));
+                if ctx.origin == Origin::Ingress {
+                    exec.result = answer.clone().unwrap_or(MessageResult::NoReply);
+                }
+            }
+            _ => {}
+        }
+        let origin = ctx.origin;
+        let done = ctx.replied && ctx.outstanding == 0;
+        if let Some(result) = answer {
+            match origin {
+                Origin::Ingress => {
+                    self.ingress_results.insert(context, result);
+                }
+                Origin::Canister { callback } => {
+                    self.queue.push_back(Task::Response {
+                        callback,
+                        result,
+                        refund: 0,
+                    });
+                }
+                Origin::System => {}
+            }
+        }
+        if done
+            || (origin == Origin::System
+                && self
+                    .contexts
+                    .get(&context)
+                    .is_some_and(|c| c.outstanding == 0))
+        {
+            self.contexts.remove(&context);
+        }
+    }
+
+    fn limit_for(&self, mode: ApiMode) -> u64 {
+        match mode {
+            ApiMode::Query => self.settings.subnet.query_limit(),
+            ApiMode::Init | ApiMode::PostUpgrade | ApiMode::PreUpgrade | ApiMode::Start => {
+                self.settings.subnet.install_limit()
+            }
+            _ => self.settings.subnet.update_limit(),
+        }
+    }
+
+    /// Runs `func(params)` as a whole message in `context`.
+    fn execute(
+        &mut self,
+        entry: String,
+        func: Func,
+        params: &[Val],
+        mut msg: MessageCtx,
+        context: u64,
+    ) -> Result<Execution, EngineError> {
+        let started = Instant::now();
+        if let Some(ctx) = self.contexts.get(&context) {
+            msg.context_instructions = ctx.instructions;
+            msg.can_reply = msg.can_reply && !ctx.replied;
+        }
+        self.begin(msg)?;
+        let trap = self.call(func, params)?;
+        let instructions = self.used();
+        if let Some(ctx) = self.contexts.get_mut(&context) {
+            ctx.instructions += instructions;
+        }
+        self.finish(entry, trap, instructions, started, Some(context))
+    }
+
+    fn method_not_found(entry: String, kind: &str, method: &str) -> Execution {
+        Execution {
+            entry,
+            result: MessageResult::Reject(
+                reject_code::CANISTER_ERROR,
+                format!("Canister has no {kind} method '{method}'."),
+            ),
+            instructions: 0,
+            billed_instructions: 0,
+            heap_dirty_pages: 0,
+            stable_dirty_pages: 0,
+            logs: Vec::new(),
+            wall_time: Duration::ZERO,
+        }
+    }
+
+    // ---------------------------------------------------------------- public messages
+
+    /// Calls update method `method` with `arg` as the anonymous principal.
+    pub fn update(&mut self, method: &str, arg: &[u8]) -> Result<Execution, EngineError> {
+        self.update_as(ANONYMOUS, method, arg)
+    }
+
+    /// Calls update method `method` with `arg` as `caller` (principal bytes). Calls the
+    /// method made are queued for [`Self::tick`]. A query method called this way runs as a
+    /// replicated query (its changes are discarded). An unknown method yields a `Reject`.
+    pub fn update_as(
+        &mut self,
+        caller: &[u8],
+        method: &str,
+        arg: &[u8],
+    ) -> Result<Execution, EngineError> {
+        let (name, mode) = if self.func(&format!("canister_update {method}")).is_some() {
+            (format!("canister_update {method}"), ApiMode::Update)
+        } else if self.func(&format!("canister_query {method}")).is_some() {
+            (format!("canister_query {method}"), ApiMode::ReplicatedQuery)
+        } else {
+            return Ok(Self::method_not_found(
+                format!("canister_update {method}"),
+                "update",
+                method,
+            ));
+        };
+        let func = self
+            .func(&name)
+            .ok_or_else(|| EngineError::Module(format!("export `{name}` vanished")))?;
+        let context = self.new_id();
+        self.contexts.insert(
+            context,
+            CallContext {
+                origin: Origin::Ingress,
+                replied: false,
+                outstanding: 0,
+                instructions: 0,
+            },
+        );
+        let mut msg = MessageCtx::new(mode, self.limit_for(mode));
+        msg.method_name = method.to_string();
+        msg.arg = arg.to_vec();
+        msg.caller = caller.to_vec();
+        msg.can_reply = true;
+        let mut exec = self.execute(name, func, &[], msg, context)?;
+        self.settle(context, &mut exec, true);
+        if exec.result != MessageResult::NoReply {
+            self.ingress_results.remove(&context);
+        }
+        Ok(exec)
+    }
+
+    /// Calls update method `method` and then runs [`Self::tick`] until its call context is
+    /// answered (for methods that await calls). Returns the final answer and every execution
+    /// (the first is the update itself). Time does not advance.
+    pub fn update_and_wait(
+        &mut self,
+        method: &str,
+        arg: &[u8],
+    ) -> Result<(MessageResult, Vec<Execution>), EngineError> {
+        let context = self.next_id;
+        let first = self.update(method, arg)?;
+        if first.result != MessageResult::NoReply {
+            return Ok((first.result.clone(), vec![first]));
+        }
+        let mut all = vec![first];
+        loop {
+            if let Some(r) = self.ingress_results.remove(&context) {
+                return Ok((r, all));
+            }
+            if self.queue.is_empty() {
+                return Ok((MessageResult::NoReply, all));
+            }
+            let more = self.drain_queue(1)?;
+            all.extend(more);
+        }
+    }
+
+    /// Calls query method `method` with `arg` as the anonymous principal (non-replicated: its
+    /// changes to heap, globals and stable memory are discarded; 5 B instruction limit on
+    /// application subnets).
+    pub fn query(&mut self, method: &str, arg: &[u8]) -> Result<Execution, EngineError> {
+        self.query_as(ANONYMOUS, method, arg)
+    }
+
+    /// Like [`Self::query`] with an explicit caller.
+    pub fn query_as(
+        &mut self,
+        caller: &[u8],
+        method: &str,
+        arg: &[u8],
+    ) -> Result<Execution, EngineError> {
+        let name = [
+            format!("canister_query {method}"),
+            format!("canister_composite_query {method}"),
+        ]
+        .into_iter()
+        .find(|n| self.func(n).is_some());
+        let Some(name) = name else {
+            return Ok(Self::method_not_found(
+                format!("canister_query {method}"),
+                "query",
+                method,
+            ));
+        };
+        let func = self
+            .func(&name)
+            .ok_or_else(|| EngineError::Module(format!("export `{name}` vanished")))?;
+        let context = self.new_id();
+        self.contexts.insert(
+            context,
+            CallContext {
+                origin: Origin::Ingress,
+                replied: false,
+                outstanding: 0,
+                instructions: 0,
+            },
+        );
+        let mut msg = MessageCtx::new(ApiMode::Query, self.limit_for(ApiMode::Query));
+        msg.method_name = method.to_string();
+        msg.arg = arg.to_vec();
+        msg.caller = caller.to_vec();
+        msg.can_reply = true;
+        let mut exec = self.execute(name, func, &[], msg, context)?;
+        self.settle(context, &mut exec, true);
+        self.contexts.remove(&context);
+        self.ingress_results.remove(&context);
+        Ok(exec)
+    }
+
+    /// Runs the global timer if its deadline has passed (engine time ≥ deadline), then
+    /// delivers queued self-calls and responses (running callbacks and cleanups) until the
+    /// queue is empty. Returns every execution in order.
+    pub fn tick(&mut self) -> Result<Vec<Execution>, EngineError> {
+        let mut out = Vec::new();
+        let (timer, time) = (self.store.data().sys.timer, self.store.data().sys.time);
+        if timer != 0 && time >= timer {
+            self.store.data_mut().sys.timer = 0;
+            if let Some(func) = self.func("canister_global_timer") {
+                let context = self.new_id();
+                self.contexts.insert(
+                    context,
+                    CallContext {
+                        origin: Origin::System,
+                        replied: false,
+                        outstanding: 0,
+                        instructions: 0,
+                    },
+                );
+                let mut msg = MessageCtx::new(ApiMode::Timer, self.limit_for(ApiMode::Timer));
+                msg.caller = self.store.data().sys.canister_id.clone();
+                let mut exec =
+                    self.execute("canister_global_timer".into(), func, &[], msg, context)?;
+                self.settle(context, &mut exec, false);
+                out.push(exec);
+            }
+        }
+        out.extend(self.drain_queue(MAX_TICK_EXECUTIONS)?);
+        Ok(out)
+    }
+
+    /// Processes up to `max` queued tasks.
+    fn drain_queue(&mut self, max: usize) -> Result<Vec<Execution>, EngineError> {
+        let mut out = Vec::new();
+        let mut n = 0;
+        while let Some(task) = self.queue.pop_front() {
+            n += 1;
+            if n > max {
+                if max == MAX_TICK_EXECUTIONS {
+                    return Err(EngineError::QueueDidNotDrain(max));
+                }
+                self.queue.push_front(task);
+                break;
+            }
+            match task {
+                Task::Request { callback } => out.push(self.deliver_request(callback)?),
+                Task::Response {
+                    callback,
+                    result,
+                    refund,
+                } => out.extend(self.deliver_response(callback, result, refund)?),
+            }
+        }
+        Ok(out)
+    }
+
+    fn deliver_request(&mut self, callback: u64) -> Result<Execution, EngineError> {
+        let Some(cb) = self.callbacks.get(&callback) else {
+            return Err(EngineError::Module(format!("unknown callback {callback}")));
+        };
+        let call = cb.call.clone();
+        let (name, mode) = if self
+            .func(&format!("canister_update {}", call.method))
+            .is_some()
+        {
+            (format!("canister_update {}", call.method), ApiMode::Update)
+        } else if self
+            .func(&format!("canister_query {}", call.method))
+            .is_some()
+        {
+            (
+                format!("canister_query {}", call.method),
+                ApiMode::ReplicatedQuery,
+            )
+        } else {
+            let exec = Self::method_not_found(
+                format!("canister_update {}", call.method),
+                "update",
+                &call.method,
+            );
+            if let MessageResult::Reject(code, m) = &exec.result {
+                self.queue.push_back(Task::Response {
+                    callback,
+                    result: MessageResult::Reject(*code, m.clone()),
+                    refund: call.cycles,
+                });
+            }
+            return Ok(exec);
+        };
+        let func = self
+            .func(&name)
+            .ok_or_else(|| EngineError::Module(format!("export `{name}` vanished")))?;
+        let context = self.new_id();
+        self.contexts.insert(
+            context,
+            CallContext {
+                origin: Origin::Canister { callback },
+                replied: false,
+                outstanding: 0,
+                instructions: 0,
+            },
+        );
+        let mut msg = MessageCtx::new(mode, self.limit_for(mode));
+        msg.method_name = call.method.clone();
+        msg.arg = call.arg.clone();
+        msg.caller = self.store.data().sys.canister_id.clone();
+        msg.can_reply = true;
+        msg.cycles_available = call.cycles;
+        msg.deadline = match call.timeout_seconds {
+            Some(s) => self
+                .store
+                .data()
+                .sys
+                .time
+                .saturating_add(s as u64 * 1_000_000_000),
+            None => 0,
+        };
+        let mut exec = self.execute(name, func, &[], msg, context)?;
+        self.settle(context, &mut exec, true);
+        Ok(exec)
+    }
+
+    fn table_func(&mut self, index: u32) -> Option<Func> {
+        let table = self.handles.table?;
+        match table.get(&mut self.store, index as u64)? {
+            Ref::Func(f) => f,
+            _ => None,
+        }
+    }
+
+    fn env_val(&self, env: u64) -> Val {
+        if self.program.inner.info.memory64 {
+            Val::I64(env as i64)
+        } else {
+            Val::I32(env as u32 as i32)
+        }
+    }
+
+    fn deliver_response(
+        &mut self,
+        callback: u64,
+        result: MessageResult,
+        refund: u128,
+    ) -> Result<Vec<Execution>, EngineError> {
+        let Some(cb) = self.callbacks.remove(&callback) else {
+            return Err(EngineError::Module(format!("unknown callback {callback}")));
+        };
+        let context = cb.context;
+        if let Some(ctx) = self.contexts.get_mut(&context) {
+            ctx.outstanding = ctx.outstanding.saturating_sub(1);
+        }
+        let origin_expects_reply = self
+            .contexts
+            .get(&context)
+            .is_some_and(|c| c.origin != Origin::System);
+        let (mode, (fun, env), entry) = match &result {
+            MessageResult::Reply(_) => (ApiMode::ReplyCallback, cb.call.on_reply, "reply_callback"),
+            _ => (
+                ApiMode::RejectCallback,
+                cb.call.on_reject,
+                "reject_callback",
+            ),
+        };
+        let mut msg = MessageCtx::new(mode, self.limit_for(mode));
+        msg.caller = self.store.data().sys.canister_id.clone();
+        msg.can_reply = origin_expects_reply;
+        msg.cycles_refunded = refund;
+        match &result {
+            MessageResult::Reply(bytes) => msg.arg = bytes.clone(),
+            MessageResult::Reject(code, m) => msg.reject = Some((*code, m.clone())),
+            MessageResult::Trap(m) => msg.reject = Some((reject_code::CANISTER_ERROR, m.clone())),
+            MessageResult::NoReply => {
+                msg.reject = Some((reject_code::CANISTER_ERROR, "no reply".into()))
+            }
+        }
+        let mut out = Vec::new();
+        let mut exec = match self.table_func(fun) {
+            Some(func) => {
+                let env = self.env_val(env);
+                self.execute(entry.into(), func, &[env], msg, context)?
+            }
+            None => Execution {
+                entry: entry.into(),
+                result: MessageResult::Trap(format!(
+                    "Canister requested to invoke a non-existent Wasm function {fun} from table 0"
+                )),
+                instructions: 0,
+                billed_instructions: 0,
+                heap_dirty_pages: 0,
+                stable_dirty_pages: 0,
+                logs: Vec::new(),
+                wall_time: Duration::ZERO,
+            },
+        };
+        let trapped = exec.result.is_trap();
+        if trapped {
+            // The callback's changes are gone; the cleanup callback runs on the state before it.
+            if let Some((cfun, cenv)) = cb.call.on_cleanup {
+                let func = self.table_func(cfun);
+                if let Some(func) = func {
+                    let env = self.env_val(cenv);
+                    let msg = MessageCtx::new(ApiMode::Cleanup, self.limit_for(ApiMode::Cleanup));
+                    let mut cleanup = self.execute("cleanup".into(), func, &[env], msg, context)?;
+                    if let MessageResult::Trap(cm) = &cleanup.result {
+                        let joined = format!(
+                            "{}\n\ncall_on_cleanup also failed:\n\n{cm}",
+                            trap_text(&exec.result)
+                        );
+                        exec.result = MessageResult::Trap(joined);
+                    }
+                    if !cleanup.result.is_trap() {
+                        cleanup.result = MessageResult::NoReply;
+                    }
+                    self.settle(context, &mut exec, origin_expects_reply);
+                    out.push(exec);
+                    out.push(cleanup);
+                    return Ok(out);
+                }
+            }
+        }
+        self.settle(context, &mut exec, origin_expects_reply);
+        out.push(exec);
+        Ok(out)
+    }
+
+    /// The Candid interface the canister reports: calls the exported `get_candid_pointer`
+    /// (`ic_cdk::export_candid!`) as a query (changes discarded) and reads the NUL-terminated
+    /// string it points to; falls back to the `candid:service` metadata section. `None` if
+    /// neither exists.
+    pub fn candid_interface(&mut self) -> Result<Option<String>, EngineError> {
+        if let Some(func) = self.func("get_candid_pointer") {
+            let limit = self.limit_for(ApiMode::Query);
+            self.begin(MessageCtx::new(ApiMode::Query, limit))?;
+            let mut results = [if self.program.inner.info.memory64 {
+                Val::I64(0)
+            } else {
+                Val::I32(0)
+            }];
+            let store = &mut self.store;
+            let r = on_big_stack(|| func.call(store, &[], &mut results))?;
+            let text = match (r, self.handles.memory) {
+                (Ok(()), Some(m)) => {
+                    let ptr = match results[0] {
+                        Val::I32(p) => p as u32 as usize,
+                        Val::I64(p) => p as usize,
+                        _ => usize::MAX,
+                    };
+                    let heap = m.data(&self.store);
+                    heap.get(ptr..).and_then(|tail| {
+                        let end = tail.iter().position(|&b| b == 0)?;
+                        String::from_utf8(tail[..end].to_vec()).ok()
+                    })
+                }
+                _ => None,
+            };
+            self.rollback()?;
+            if text.is_some() {
+                return Ok(text);
+            }
+        }
+        Ok(self
+            .program
+            .metadata("candid:service")
+            .map(|d| String::from_utf8_lossy(d).into_owned()))
+    }
+}
+
+fn trap_text(r: &MessageResult) -> String {
+    match r {
+        MessageResult::Trap(m) => m.clone(),
+        other => format!("{other:?}"),
+    }
+}
+
+#[allow(dead_code)]
+fn _assert_send() {
+    fn is_send<T: Send>() {}
+    is_send::<StoreData>();
+}

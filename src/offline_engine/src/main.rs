@@ -1,0 +1,233 @@
+//! `offline-engine`: run canister wasm offline with the IC's metering.
+//!
+//! Subcommands: `canbench` (run the canister's canbench benchmarks), `candid` (print the
+//! Candid interface), `info` (imports, exports, metadata), `call` (install and run one message).
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+use offline_engine::canbench::{self, ResultsFile, RunOptions};
+use offline_engine::{Canister, Engine, EngineConfig, MessageResult, Settings, SubnetKind};
+
+#[derive(Parser)]
+#[command(
+    name = "offline-engine",
+    version,
+    about = "Run IC canister wasm offline on wasmtime with the IC's instruction metering"
+)]
+struct Cli {
+    /// Do not use the compiled-module cache.
+    #[arg(long, global = true)]
+    no_cache: bool,
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Run the `__canbench__*` benchmarks of canbench.yml (like canbench, offline).
+    Canbench {
+        /// Only benchmarks whose name contains this.
+        pattern: Option<String>,
+        /// The canbench configuration.
+        #[arg(long, default_value = "canbench.yml")]
+        config: PathBuf,
+        /// Write the results as the new baseline.
+        #[arg(long)]
+        persist: bool,
+        /// Exit non-zero if a benchmark's instructions regressed beyond the noise threshold.
+        #[arg(long)]
+        fail_on_regression: bool,
+        /// Noise threshold in percent.
+        #[arg(long, default_value_t = 2.0)]
+        noise_threshold: f64,
+        /// Skip build_cmd.
+        #[arg(long)]
+        no_build: bool,
+        /// Results file (default: canbench_results.offline.yml next to canbench.yml).
+        #[arg(long)]
+        results_file: Option<PathBuf>,
+    },
+    /// Print the Candid interface of a canister wasm.
+    Candid {
+        /// The wasm file.
+        wasm: PathBuf,
+    },
+    /// Print the imports, exports and metadata of a canister wasm.
+    Info {
+        /// The wasm file.
+        wasm: PathBuf,
+    },
+    /// Install a wasm and run one update (or query) message; prints the result and its cost.
+    Call {
+        /// The wasm file.
+        wasm: PathBuf,
+        /// Method name.
+        method: String,
+        /// Run as a query.
+        #[arg(long)]
+        query: bool,
+        /// Candid argument, hex (default: empty tuple).
+        #[arg(long, default_value = "4449444c0000")]
+        arg_hex: String,
+        /// Candid init argument, hex (default: empty tuple).
+        #[arg(long, default_value = "4449444c0000")]
+        init_hex: String,
+        /// Use the benchmarking subnet limits.
+        #[arg(long)]
+        benchmarking: bool,
+    },
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    match run(cli) {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("error: {e}");
+            let mut source = std::error::Error::source(e.as_ref());
+            while let Some(s) = source {
+                eprintln!("  caused by: {s}");
+                source = s.source();
+            }
+            ExitCode::from(2)
+        }
+    }
+}
+
+fn run(cli: Cli) -> Result<ExitCode, Box<dyn std::error::Error>> {
+    let engine = Engine::new(EngineConfig {
+        cache: !cli.no_cache,
+        cache_dir: None,
+    })?;
+    match cli.command {
+        Command::Canbench {
+            pattern,
+            config,
+            persist,
+            fail_on_regression,
+            noise_threshold,
+            no_build,
+            results_file,
+        } => {
+            let options = RunOptions {
+                pattern,
+                noise_threshold,
+                persist,
+                skip_build: no_build,
+                results_file,
+            };
+            // The baseline as it was before this run (for the regression table).
+            let cfg = canbench::CanbenchConfig::read(&config)?;
+            let dir = config
+                .parent()
+                .filter(|p| !p.as_os_str().is_empty())
+                .unwrap_or(std::path::Path::new("."));
+            let baseline = ResultsFile::read(&canbench::results_path_for(
+                dir,
+                &cfg,
+                options.results_file.as_deref(),
+            ))?;
+            let mut out = std::io::stdout();
+            let mut progress = std::io::stderr();
+            let summary = canbench::run(&engine, &config, &options, &mut out, &mut progress)?;
+            let regressions = summary.regressions();
+            if fail_on_regression && !regressions.is_empty() {
+                eprintln!(
+                    "\n{} benchmark(s) regressed beyond the {noise_threshold}% noise threshold:",
+                    regressions.len()
+                );
+                canbench::write_change_table(&mut std::io::stderr(), &summary, &baseline)?;
+                return Ok(ExitCode::from(1));
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Candid { wasm } => {
+            let program = engine.load_file(&wasm)?;
+            let (mut canister, _) =
+                Canister::install(&engine, &program, b"DIDL\x00\x00", Settings::benchmarking())?;
+            match canister.candid_interface()? {
+                Some(text) => {
+                    println!("{text}");
+                    Ok(ExitCode::SUCCESS)
+                }
+                None => {
+                    eprintln!(
+                        "the wasm exports no get_candid_pointer and has no candid:service metadata"
+                    );
+                    Ok(ExitCode::from(1))
+                }
+            }
+        }
+        Command::Info { wasm } => {
+            let program = engine.load_file(&wasm)?;
+            let info = program.info();
+            println!("sha256: {}", program.sha256_hex());
+            println!("memory64: {}", info.memory64);
+            println!(
+                "ic0 imports ({}): {}",
+                info.ic0_imports.len(),
+                info.ic0_imports.join(", ")
+            );
+            println!("exports ({}):", info.function_exports.len());
+            for e in &info.function_exports {
+                println!("  {e}");
+            }
+            for (name, data) in &info.metadata {
+                println!("metadata {name}: {} bytes", data.len());
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Call {
+            wasm,
+            method,
+            query,
+            arg_hex,
+            init_hex,
+            benchmarking,
+        } => {
+            let program = engine.load_file(&wasm)?;
+            let subnet = if benchmarking {
+                SubnetKind::Benchmarking
+            } else {
+                SubnetKind::Application
+            };
+            let (mut canister, init) = Canister::install(
+                &engine,
+                &program,
+                &hex::decode(init_hex)?,
+                Settings {
+                    subnet,
+                    ..Settings::default()
+                },
+            )?;
+            println!(
+                "install: {} instructions ({} billed)",
+                init.instructions, init.billed_instructions
+            );
+            let arg = hex::decode(arg_hex)?;
+            let exec = if query {
+                canister.query(&method, &arg)?
+            } else {
+                canister.update(&method, &arg)?
+            };
+            for line in &exec.logs {
+                println!("log: {line}");
+            }
+            match &exec.result {
+                MessageResult::Reply(b) => println!("reply: {}", hex::encode(b)),
+                other => println!("result: {other:?}"),
+            }
+            println!(
+                "instructions: {}, billed: {}, heap dirty pages: {}, stable dirty pages: {}, {:.2} G instructions/s",
+                exec.instructions,
+                exec.billed_instructions,
+                exec.heap_dirty_pages,
+                exec.stable_dirty_pages,
+                exec.instructions_per_second() / 1e9
+            );
+            Ok(ExitCode::SUCCESS)
+        }
+    }
+}

@@ -1,0 +1,190 @@
+//! Public value types: settings, subnet kinds, message results and executions.
+
+use std::time::Duration;
+
+/// The principal of the anonymous caller (`2vxsx-fae`), as canbench and ingress tests use.
+pub const ANONYMOUS: &[u8] = &[0x04];
+
+/// The canister id PocketIC gives the first canister of an application subnet
+/// (`lxzze-o7777-77777-aaaaa-cai`); only its length (10 bytes) influences metering.
+pub const DEFAULT_CANISTER_ID: &[u8] =
+    &[0xff, 0xff, 0xff, 0xff, 0xff, 0x90, 0x00, 0x00, 0x01, 0x01];
+
+/// Instruction limit PocketIC's benchmarking subnets use for every message kind.
+pub const BENCHMARKING_LIMIT: u64 = 99_999_999_999_999;
+
+/// Per-message instruction limits.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct InstructionLimits {
+    /// Update calls, timers, callbacks and cleanup.
+    pub update: u64,
+    /// Non-replicated queries.
+    pub query: u64,
+    /// Install and upgrade (all entry points of one install_code together).
+    pub install: u64,
+}
+
+/// Which subnet configuration the engine imitates (instruction limits, `../shared/IC_COSTS.md` §1.8).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum SubnetKind {
+    /// Application subnet: update/timer/callback 40 B, query 5 B, install/upgrade 300 B instructions.
+    #[default]
+    Application,
+    /// PocketIC benchmarking subnet (what canbench uses): every limit is 99,999,999,999,999.
+    Benchmarking,
+    /// Explicit limits (tests of the limit itself).
+    Custom(InstructionLimits),
+}
+
+impl SubnetKind {
+    /// The limits of this configuration.
+    pub fn limits(self) -> InstructionLimits {
+        match self {
+            SubnetKind::Application => InstructionLimits {
+                update: 40_000_000_000,
+                query: 5_000_000_000,
+                install: 300_000_000_000,
+            },
+            SubnetKind::Benchmarking => InstructionLimits {
+                update: BENCHMARKING_LIMIT,
+                query: BENCHMARKING_LIMIT,
+                install: BENCHMARKING_LIMIT,
+            },
+            SubnetKind::Custom(l) => l,
+        }
+    }
+    /// Instruction limit of update calls, timers, callbacks and cleanup.
+    pub fn update_limit(self) -> u64 {
+        self.limits().update
+    }
+    /// Instruction limit of (non-replicated) queries.
+    pub fn query_limit(self) -> u64 {
+        self.limits().query
+    }
+    /// Instruction limit of install and upgrade (all entry points of one install_code together).
+    pub fn install_limit(self) -> u64 {
+        self.limits().install
+    }
+}
+
+/// Canister settings given at install time.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Settings {
+    /// Subnet configuration (instruction limits).
+    pub subnet: SubnetKind,
+    /// Controllers as raw principal bytes (what `ic0.is_controller` compares against).
+    pub controllers: Vec<Vec<u8>>,
+    /// Initial engine time in nanoseconds since the epoch (`ic0.time`). Time only moves when
+    /// the engine's caller advances it.
+    pub time_ns: u64,
+    /// Initial cycle balance.
+    pub cycles: u128,
+    /// The canister's own principal bytes (`ic0.canister_self_*`).
+    pub canister_id: Vec<u8>,
+    /// Debug printing enabled (PocketIC: yes; mainnet application subnets: no). When enabled,
+    /// `ic0.debug_print` costs `len` more instructions (`../shared/IC_COSTS.md` §1.3).
+    pub debug_print_enabled: bool,
+}
+
+impl Default for Settings {
+    fn default() -> Self {
+        Settings {
+            subnet: SubnetKind::Application,
+            controllers: vec![ANONYMOUS.to_vec()],
+            time_ns: 1_700_000_000_000_000_000,
+            cycles: 1_000_000_000_000_000,
+            canister_id: DEFAULT_CANISTER_ID.to_vec(),
+            debug_print_enabled: true,
+        }
+    }
+}
+
+impl Settings {
+    /// Settings of a canbench run: benchmarking subnet, PocketIC defaults otherwise.
+    pub fn benchmarking() -> Self {
+        Settings {
+            subnet: SubnetKind::Benchmarking,
+            ..Settings::default()
+        }
+    }
+}
+
+/// Reject codes of the IC interface specification.
+pub mod reject_code {
+    /// Fatal system error.
+    pub const SYS_FATAL: u32 = 1;
+    /// Transient system error.
+    pub const SYS_TRANSIENT: u32 = 2;
+    /// The destination is invalid (e.g. no such canister).
+    pub const DESTINATION_INVALID: u32 = 3;
+    /// Explicit reject by the canister.
+    pub const CANISTER_REJECT: u32 = 4;
+    /// The canister failed (trapped, no such method, did not reply).
+    pub const CANISTER_ERROR: u32 = 5;
+    /// The response did not arrive in time (best-effort calls).
+    pub const SYS_UNKNOWN: u32 = 6;
+}
+
+/// How a message ended, as the caller of the engine sees it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum MessageResult {
+    /// The message replied with these bytes.
+    Reply(Vec<u8>),
+    /// The message (or the engine on its behalf) rejected: reject code and message.
+    Reject(u32, String),
+    /// The execution ended without replying (e.g. an update awaiting a call, or a system task).
+    NoReply,
+    /// The message trapped; its changes to heap, globals and stable memory were rolled back.
+    Trap(String),
+}
+
+impl MessageResult {
+    /// The reply bytes, if the message replied.
+    pub fn reply(&self) -> Option<&[u8]> {
+        match self {
+            MessageResult::Reply(b) => Some(b),
+            _ => None,
+        }
+    }
+    /// True if the message trapped.
+    pub fn is_trap(&self) -> bool {
+        matches!(self, MessageResult::Trap(_))
+    }
+}
+
+/// One executed message (or system task) and what it cost.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Execution {
+    /// What ran: `canister_init`, `canister_update <name>`, `canister_query <name>`,
+    /// `canister_global_timer`, `reply_callback`, `reject_callback`, `cleanup`, `canister_upgrade`...
+    pub entry: String,
+    /// The outcome.
+    pub result: MessageResult,
+    /// Instructions as `ic0.performance_counter(0)` would show at the end of the message
+    /// (everything charged in the message, without the heap dirty-page charge).
+    pub instructions: u64,
+    /// `instructions` plus the dirty heap page charge (1,000 per 4 KiB page; 4,000 in wasm64),
+    /// i.e. what the IC bills. For queries and traps this equals what would have been billed
+    /// had the changes been kept (queries) or `instructions` (traps).
+    pub billed_instructions: u64,
+    /// 4 KiB heap pages whose contents changed in the message.
+    pub heap_dirty_pages: u64,
+    /// 4 KiB stable-memory pages written in the message.
+    pub stable_dirty_pages: u64,
+    /// `ic0.debug_print` output (and trap messages) in order.
+    pub logs: Vec<String>,
+    /// Wall-clock time spent executing the message.
+    pub wall_time: Duration,
+}
+
+impl Execution {
+    /// Metered instructions per second of wall time for this execution.
+    pub fn instructions_per_second(&self) -> f64 {
+        let secs = self.wall_time.as_secs_f64();
+        if secs > 0.0 {
+            self.instructions as f64 / secs
+        } else {
+            0.0
+        }
+    }
+}
