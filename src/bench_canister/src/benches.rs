@@ -196,12 +196,15 @@ fn seed_delete_100k_rollback() -> BenchResult {
 
 // ---------------------------------------------------------------- batched vs unbatched
 
-/// Users and orders present before a batched/unbatched bench: 10,000 users with 2 orders each.
+/// Users and orders present before a batched/unbatched bench: 10,000 users with 2 orders each,
+/// and seed 004's two indexes (without `idx_orders_user_id`, every "delete a user's orders"
+/// scans the whole table and the scan, not the transaction, dominates).
 const FIXTURE_USERS: usize = 10_000;
 
 fn batch_fixture() {
     add_users(0, FIXTURE_USERS);
     add_orders(0, 2 * FIXTURE_USERS, FIXTURE_USERS);
+    create_indices();
 }
 
 /// The i-th op (0-based) of a batched/unbatched bench of kind `kind`.
@@ -286,6 +289,36 @@ fn floor_insert(n: usize) -> BenchResult {
 }
 
 /// Declares one bench `$name` whose body is `$body`.
+/// Where the per-op cost of a batched insert goes, step by step from the floor: the same n
+/// inserts in one transaction, each through `prepare_cached` with `SqlValue` parameters (what any
+/// generic executor pays), then through `batch_core::execute_batch` (the executor without the
+/// queue). With `floor_insert_10000` and `batched_insert_10000` they split the batched cost into
+/// statement lookup, executor bookkeeping, and queue (submit, meter, outcome store).
+fn breakdown_prepare_cached(n: usize) -> BenchResult {
+    batch_fixture();
+    let ops: Vec<WriteOp> = (0..n).map(|i| workload_op("insert", i).to_write_op()).collect();
+    bench_fn(|| {
+        db::with(|conn| {
+            conn.execute_batch("BEGIN").unwrap();
+            for op in &ops {
+                let WriteOp::Single(statement) = op else { unreachable!() };
+                let mut stmt = conn.prepare_cached(&statement.sql).unwrap();
+                stmt.execute(batch_core::rusqlite::params_from_iter(&statement.params)).unwrap();
+            }
+            conn.execute_batch("COMMIT").unwrap();
+        })
+    })
+}
+
+fn breakdown_execute_batch(n: usize) -> BenchResult {
+    batch_fixture();
+    let ops: Vec<WriteOp> = (0..n).map(|i| workload_op("insert", i).to_write_op()).collect();
+    bench_fn(|| {
+        let outcomes = db::with(|conn| batch_core::execute_batch(conn, &ops)).unwrap();
+        assert!(outcomes.iter().all(|o| o.is_committed()));
+    })
+}
+
 macro_rules! benches {
     ($($name:ident => $body:expr;)*) => {
         $(
@@ -329,6 +362,8 @@ benches! {
     batched_delete_1000 => batched("delete", 1_000);
     batched_delete_10000 => batched("delete", 10_000);
     floor_insert_10000 => floor_insert(10_000);
+    breakdown_prepare_cached_10000 => breakdown_prepare_cached(10_000);
+    breakdown_execute_batch_10000 => breakdown_execute_batch(10_000);
     errors_0pct => errors(0);
     errors_1pct => errors(1);
     errors_2pct => errors(2);
