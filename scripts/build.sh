@@ -2,7 +2,8 @@
 # Builds the bench_canister wasm as the IC runs it:
 #   cargo (wasm32-wasip1) -> wasi2ic (WASI imports rewired to ic-wasi-polyfill) -> candid:service metadata.
 # Usage: scripts/build.sh            -> target/canister/bench_canister.wasm           (deployable)
-#        scripts/build.sh canbench   -> target/canister/bench_canister_canbench.wasm  (with __canbench__* queries)
+#        scripts/build.sh canbench   -> target/canister/bench_canister_canbench.wasm  (with __canbench__* queries;
+#                                       BENCH_SCALE_DIVISOR=100 for the CI scale, default 1 = full scale)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -17,7 +18,10 @@ for tool in wasi2ic ic-wasm; do
   command -v "$tool" >/dev/null || { echo "$tool not found: run scripts/setup.sh" >&2; exit 1; }
 done
 
-cargo build --release --target wasm32-wasip1 -p bench_canister "${features[@]}"
+# Remap the checkout's and cargo's paths so that the wasm (panic locations in its data) and hence every
+# instruction count are the same in any clone: the CI regression check compares them exactly.
+RUSTFLAGS="${RUSTFLAGS:-} --remap-path-prefix=$PWD=/bench --remap-path-prefix=${CARGO_HOME:-$HOME/.cargo}=/cargo" \
+  cargo build --release --target wasm32-wasip1 -p bench_canister "${features[@]}"
 mkdir -p target/canister
 wasi2ic target/wasm32-wasip1/release/bench_canister.wasm "$out.nowasi" >/dev/null
 ic-wasm "$out.nowasi" -o "$out" metadata candid:service -f src/bench_canister/bench_canister.did -v public

@@ -7,7 +7,7 @@ cd "$(dirname "$0")/.."
 
 scripts/setup.sh
 scripts/build.sh
-scripts/build.sh canbench
+BENCH_SCALE_DIVISOR=100 scripts/build.sh canbench
 cargo test --release
 cargo clippy --release --all-targets -- -D warnings
 cargo clippy --release --target wasm32-wasip1 -p bench_canister --features canbench-rs -- -D warnings
