@@ -14,6 +14,9 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
+/// `Encode!(&())`: the argument canbench passes to every benchmark query.
+const EMPTY_CANDID_ARGS: &[u8] = b"DIDL\x00\x00";
+
 use candid::{CandidType, Deserialize};
 use serde::Serialize;
 
@@ -490,7 +493,9 @@ pub fn run(
             names.len(),
             started.elapsed().as_secs_f64()
         );
-        let exec = canister.query(&format!("__canbench__{name}"), &[])?;
+        // canbench sends the Candid encoding of `()`; benches of canbench-rs 0.2 decode it and
+        // trap on an empty argument.
+        let exec = canister.query(&format!("__canbench__{name}"), EMPTY_CANDID_ARGS)?;
         let bytes = match &exec.result {
             MessageResult::Reply(b) => b.clone(),
             other => {
