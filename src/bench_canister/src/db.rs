@@ -43,11 +43,13 @@ CREATE TABLE IF NOT EXISTS orders (
 /// Traps (via `expect`) if SQLite cannot open the database or create the schema: a canister without
 /// its database must not accept writes.
 pub fn open() {
-    let mut config = ConnectionConfig::default();
-    config.pragma_settings = PRAGMAS
-        .iter()
-        .map(|(k, v)| (k.to_string(), v.to_string()))
-        .collect::<HashMap<_, _>>();
+    let config = ConnectionConfig {
+        pragma_settings: PRAGMAS
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect::<HashMap<_, _>>(),
+        ..ConnectionConfig::default()
+    };
     // ic-rusqlite creates its connection on first use, with the configuration set here; init and
     // post_upgrade both start with a fresh heap, so this runs before that first use.
     ic_rusqlite::set_connection_config(config);
