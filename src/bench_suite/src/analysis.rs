@@ -1,0 +1,365 @@
+//! Tables derived from the canbench figures: seed-004 parity, gains, floor, error isolation,
+//! flush size, and the targets of issue 3.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+use crate::engine_runs::CanbenchFigures;
+
+/// The nine users/orders benchmarks of seed 004: bench name, what it does, and ic-rusqlite's
+/// published PocketIC figure (instructions).
+pub const SEED_004: [(&str, &str, u64); 9] = [
+    ("seed_add_users", "Create 100,000 users (cached INSERT)", 1_940_000_000),
+    ("seed_add_orders", "Create 1M orders (no extra indexes)", 20_050_000_000),
+    ("seed_add_indices", "Create 2 indexes over 1M orders", 6_270_000_000),
+    ("seed_select_join", "Join select (user_id < 1000, ORDER BY created_at)", 202_280_000),
+    ("seed_select_like", "SELECT … WHERE email LIKE 'user%'", 781_460_000),
+    ("seed_add_100_indexed_orders", "Create 100 orders with indexes present", 9_030_000),
+    ("seed_remove_1000_indexed_orders", "Delete 1,000 orders (user_id <= 100)", 23_140_000),
+    ("seed_add_1m_indexed_orders", "Create 1M orders with indexes present", 29_880_000_000),
+    ("seed_delete_100k_rollback", "Delete 100,000 orders, then ROLLBACK", 1_530_000_000),
+];
+
+/// Batch sizes of the batched/unbatched benches.
+pub const BATCH_SIZES: [u64; 5] = [1, 10, 100, 1_000, 10_000];
+/// Op kinds of the batched/unbatched benches.
+pub const OP_KINDS: [&str; 3] = ["insert", "update", "delete"];
+/// Flush sizes of the flush-size benches.
+pub const FLUSH_SIZES: [u64; 4] = [10, 100, 1_000, 10_000];
+/// Failing-op percentages of the error-isolation benches.
+pub const ERROR_PCTS: [u64; 3] = [0, 1, 2];
+/// Ops in the error-isolation, flush-size and floor benches.
+pub const FIXED_OPS: u64 = 10_000;
+
+/// Target: batched insert per op ≤ this × the floor.
+pub const FLOOR_TARGET: f64 = 1.10;
+/// Target: gain at N = 1000 ≥ this.
+pub const GAIN_TARGET: f64 = 10.0;
+/// Target: error isolation within ± this many percent per successful op.
+pub const ERROR_TARGET_PCT: f64 = 5.0;
+
+/// One row of the seed-004 table.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SeedRow {
+    /// Bench name.
+    pub bench: String,
+    /// What it does.
+    pub description: String,
+    /// Published PocketIC figure.
+    pub published: u64,
+    /// Our figure (None if the bench did not run).
+    pub measured: Option<u64>,
+    /// measured / published (only at full scale).
+    pub ratio: Option<f64>,
+}
+
+/// The seed-004 table; `full_scale` decides whether ratios make sense.
+pub fn seed_rows(benches: &BTreeMap<String, CanbenchFigures>, full_scale: bool) -> Vec<SeedRow> {
+    SEED_004
+        .iter()
+        .map(|(bench, description, published)| {
+            let measured = benches.get(*bench).map(|b| b.total.instructions);
+            SeedRow {
+                bench: bench.to_string(),
+                description: description.to_string(),
+                published: *published,
+                measured,
+                ratio: measured.filter(|_| full_scale).map(|m| m as f64 / *published as f64),
+            }
+        })
+        .collect()
+}
+
+/// One row of the gain table.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct GainRow {
+    /// insert, update or delete.
+    pub kind: String,
+    /// Ops.
+    pub n: u64,
+    /// Unbatched instructions per op.
+    pub unbatched_per_op: f64,
+    /// Batched instructions per op.
+    pub batched_per_op: f64,
+    /// unbatched / batched.
+    pub gain: f64,
+}
+
+fn per_op(benches: &BTreeMap<String, CanbenchFigures>, name: &str, n: u64) -> Option<f64> {
+    benches.get(name).map(|b| b.total.instructions as f64 / n.max(1) as f64)
+}
+
+/// Gain rows for every kind and N that both benches exist for.
+pub fn gain_rows(benches: &BTreeMap<String, CanbenchFigures>) -> Vec<GainRow> {
+    let mut rows = Vec::new();
+    for kind in OP_KINDS {
+        for n in BATCH_SIZES {
+            let (Some(u), Some(b)) = (
+                per_op(benches, &format!("unbatched_{kind}_{n}"), n),
+                per_op(benches, &format!("batched_{kind}_{n}"), n),
+            ) else {
+                continue;
+            };
+            rows.push(GainRow {
+                kind: kind.to_string(),
+                n,
+                unbatched_per_op: u,
+                batched_per_op: b,
+                gain: if b > 0.0 { u / b } else { f64::INFINITY },
+            });
+        }
+    }
+    rows
+}
+
+/// One row of the error-isolation table.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ErrorRow {
+    /// Failing ops in percent.
+    pub pct: u64,
+    /// Total instructions.
+    pub instructions: u64,
+    /// Successful ops.
+    pub successful: u64,
+    /// Instructions per successful op.
+    pub per_successful_op: f64,
+    /// Change against the 0 % row, percent.
+    pub delta_pct: Option<f64>,
+}
+
+/// Error-isolation rows.
+pub fn error_rows(benches: &BTreeMap<String, CanbenchFigures>) -> Vec<ErrorRow> {
+    let mut rows: Vec<ErrorRow> = ERROR_PCTS
+        .iter()
+        .filter_map(|pct| {
+            let b = benches.get(&format!("errors_{pct}pct"))?;
+            let successful = FIXED_OPS - FIXED_OPS * pct / 100;
+            Some(ErrorRow {
+                pct: *pct,
+                instructions: b.total.instructions,
+                successful,
+                per_successful_op: b.total.instructions as f64 / successful as f64,
+                delta_pct: None,
+            })
+        })
+        .collect();
+    if let Some(base) = rows.iter().find(|r| r.pct == 0).map(|r| r.per_successful_op) {
+        for r in &mut rows {
+            r.delta_pct = Some((r.per_successful_op - base) / base * 100.0);
+        }
+    }
+    rows
+}
+
+/// One point of the flush-size curve.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct FlushRow {
+    /// Flush size.
+    pub flush_size: u64,
+    /// Total instructions for 10,000 ops.
+    pub instructions: u64,
+    /// Instructions per op.
+    pub per_op: f64,
+}
+
+/// Flush-size rows.
+pub fn flush_rows(benches: &BTreeMap<String, CanbenchFigures>) -> Vec<FlushRow> {
+    FLUSH_SIZES
+        .iter()
+        .filter_map(|f| {
+            let b = benches.get(&format!("flush_size_{f}"))?;
+            Some(FlushRow {
+                flush_size: *f,
+                instructions: b.total.instructions,
+                per_op: b.total.instructions as f64 / FIXED_OPS as f64,
+            })
+        })
+        .collect()
+}
+
+/// One step of the floor breakdown (10,000 inserts).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct FloorRow {
+    /// Bench name.
+    pub bench: String,
+    /// What it adds over the previous row.
+    pub what: String,
+    /// Instructions per op.
+    pub per_op: f64,
+    /// per_op / floor per op.
+    pub vs_floor: f64,
+}
+
+/// The floor comparison: floor, prepare_cached, execute_batch, batched insert.
+pub fn floor_rows(benches: &BTreeMap<String, CanbenchFigures>) -> Vec<FloorRow> {
+    let steps = [
+        ("floor_insert_10000", "same INSERT ×10,000 in one transaction, cached statement (the floor)"),
+        ("breakdown_prepare_cached_10000", "+ prepare_cached lookup and SqlValue binding per op"),
+        ("breakdown_execute_batch_10000", "+ batch_core::execute_batch (savepoint and outcome per op)"),
+        ("batched_insert_10000", "+ queue: submit, meter, outcome store (the batched path)"),
+    ];
+    let Some(floor) = per_op(benches, "floor_insert_10000", FIXED_OPS) else { return Vec::new() };
+    steps
+        .iter()
+        .filter_map(|(bench, what)| {
+            let p = per_op(benches, bench, FIXED_OPS)?;
+            Some(FloorRow {
+                bench: bench.to_string(),
+                what: what.to_string(),
+                per_op: p,
+                vs_floor: p / floor,
+            })
+        })
+        .collect()
+}
+
+/// A target of issue 3 and whether it is met.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TargetCheck {
+    /// The target.
+    pub target: String,
+    /// What we measured.
+    pub measured: String,
+    /// Met, missed, or not measured (None).
+    pub met: Option<bool>,
+    /// Benches whose scopes explain a miss.
+    pub breakdown_benches: Vec<String>,
+}
+
+/// Evaluates the three targets of issue 3.
+pub fn targets(benches: &BTreeMap<String, CanbenchFigures>) -> Vec<TargetCheck> {
+    let mut out = Vec::new();
+    let floor = per_op(benches, "floor_insert_10000", FIXED_OPS);
+    let batched = per_op(benches, "batched_insert_10000", FIXED_OPS);
+    out.push(match (floor, batched) {
+        (Some(f), Some(b)) => TargetCheck {
+            target: format!("batched insert ≤ {FLOOR_TARGET:.2}× the floor (10,000 ops)"),
+            measured: format!("{:.3}× ({} vs {} instructions/op)", b / f, fmt_f(b), fmt_f(f)),
+            met: Some(b / f <= FLOOR_TARGET),
+            breakdown_benches: vec![
+                "batched_insert_10000".into(),
+                "breakdown_execute_batch_10000".into(),
+                "breakdown_prepare_cached_10000".into(),
+                "floor_insert_10000".into(),
+            ],
+        },
+        _ => TargetCheck {
+            target: format!("batched insert ≤ {FLOOR_TARGET:.2}× the floor (10,000 ops)"),
+            measured: "not measured".into(),
+            met: None,
+            breakdown_benches: vec![],
+        },
+    });
+    let gains = gain_rows(benches);
+    for kind in OP_KINDS {
+        let target = format!("gain at N = 1000 ≥ {GAIN_TARGET:.0}× ({kind})");
+        out.push(match gains.iter().find(|g| g.kind == kind && g.n == 1_000) {
+            Some(g) => TargetCheck {
+                target,
+                measured: format!("{:.1}×", g.gain),
+                met: Some(g.gain >= GAIN_TARGET),
+                breakdown_benches: vec![format!("batched_{kind}_1000"), format!("unbatched_{kind}_1000")],
+            },
+            None => TargetCheck { target, measured: "not measured".into(), met: None, breakdown_benches: vec![] },
+        });
+    }
+    let errors = error_rows(benches);
+    for pct in [1, 2] {
+        let target = format!("error isolation: {pct}% failing ops within ±{ERROR_TARGET_PCT:.0}% per successful op");
+        out.push(match errors.iter().find(|r| r.pct == pct).and_then(|r| r.delta_pct) {
+            Some(d) => TargetCheck {
+                target,
+                measured: format!("{d:+.2}%"),
+                met: Some(d.abs() <= ERROR_TARGET_PCT),
+                breakdown_benches: vec![format!("errors_{pct}pct"), "errors_0pct".into()],
+            },
+            None => TargetCheck { target, measured: "not measured".into(), met: None, breakdown_benches: vec![] },
+        });
+    }
+    out
+}
+
+/// Formats a count with thousands separators.
+pub fn fmt_u(n: u64) -> String {
+    let s = n.to_string();
+    let mut out = String::new();
+    for (i, c) in s.chars().enumerate() {
+        if i > 0 && (s.len() - i).is_multiple_of(3) {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    out
+}
+
+/// Formats a non-negative float rounded to an integer with thousands separators.
+pub fn fmt_f(x: f64) -> String {
+    if x.is_finite() && x >= 0.0 { fmt_u(x.round() as u64) } else { format!("{x}") }
+}
+
+/// Formats an instruction count like canbench (`1.94 B`, `202.28 M`).
+pub fn human(n: u64) -> String {
+    offline_engine::canbench::human(n)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::engine_runs::Measured;
+
+    fn bench(i: u64) -> CanbenchFigures {
+        CanbenchFigures { total: Measured { calls: 1, instructions: i, ..Measured::default() }, scopes: BTreeMap::new() }
+    }
+
+    fn sample() -> BTreeMap<String, CanbenchFigures> {
+        let mut m = BTreeMap::new();
+        m.insert("unbatched_insert_1000".into(), bench(400_000_000));
+        m.insert("batched_insert_1000".into(), bench(20_000_000));
+        m.insert("floor_insert_10000".into(), bench(150_000_000));
+        m.insert("batched_insert_10000".into(), bench(180_000_000));
+        m.insert("errors_0pct".into(), bench(200_000_000));
+        m.insert("errors_1pct".into(), bench(198_000_000));
+        m.insert("errors_2pct".into(), bench(220_000_000));
+        m.insert("flush_size_10".into(), bench(900_000_000));
+        m.insert("seed_add_users".into(), bench(1_940_000_000 / 2));
+        m
+    }
+
+    #[test]
+    fn gains_and_targets() {
+        let b = sample();
+        let g = gain_rows(&b);
+        assert_eq!(g.len(), 1);
+        assert!((g[0].gain - 20.0).abs() < 1e-9);
+        let t = targets(&b);
+        assert_eq!(t.len(), 6);
+        // floor: 18,000 vs 15,000 per op = 1.2× > 1.10 → missed, with a breakdown.
+        assert_eq!(t[0].met, Some(false));
+        assert!(!t[0].breakdown_benches.is_empty());
+        assert_eq!(t[1].met, Some(true)); // insert gain 20×
+        assert_eq!(t[2].met, None); // update not measured
+        // 1%: 198 M / 9,900 = 20,000 per op: 0 %. 2%: 220 M / 9,800 ≈ +12.2 %.
+        assert_eq!(t[4].met, Some(true));
+        assert_eq!(t[5].met, Some(false));
+    }
+
+    #[test]
+    fn seed_ratio_only_at_full_scale() {
+        let b = sample();
+        let full = seed_rows(&b, true);
+        assert_eq!(full.len(), 9);
+        assert!((full[0].ratio.unwrap() - 0.5).abs() < 1e-9);
+        assert_eq!(full[1].measured, None);
+        assert_eq!(seed_rows(&b, false)[0].ratio, None);
+    }
+
+    #[test]
+    fn formatting() {
+        assert_eq!(fmt_u(1_234_567), "1,234,567");
+        assert_eq!(fmt_u(12), "12");
+        assert_eq!(fmt_f(999.6), "1,000");
+        assert_eq!(flush_rows(&sample())[0].per_op, 90_000.0);
+        assert_eq!(floor_rows(&sample()).len(), 2);
+    }
+}

@@ -1,0 +1,130 @@
+//! `bench-suite`: runs the benchmark suite on the offline engine and writes the report, or checks
+//! the instruction counts against the committed CI baseline.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use anyhow::{Context, Result};
+use bench_suite::progress::Progress;
+use bench_suite::regression::{self, Baseline, DEFAULT_THRESHOLD_PCT};
+use bench_suite::suite::{self, Scale, SuiteConfig};
+use clap::{Args, Parser, Subcommand};
+
+#[derive(Parser)]
+#[command(name = "bench-suite", version, about = "Benchmark suite of the batched SQLite canister on the offline engine (wasmtime, IC metering)")]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Args, Clone)]
+struct Wasms {
+    /// The deployable canister wasm (built by scripts/build.sh).
+    #[arg(long, default_value = "target/canister/bench_canister.wasm")]
+    wasm: PathBuf,
+    /// The canbench flavour of the wasm (built by `BENCH_SCALE_DIVISOR=<1|100> scripts/build.sh canbench`).
+    #[arg(long, default_value = "target/canister/bench_canister_canbench.wasm")]
+    canbench_wasm: PathBuf,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Runs the whole suite and writes REPORT.md, results.json and the SVG charts.
+    Run {
+        /// full: seed-004 scale (canbench wasm built with BENCH_SCALE_DIVISOR=1); ci: reduced (100).
+        #[arg(long, value_enum, default_value = "full")]
+        scale: Scale,
+        /// Output directory.
+        #[arg(long, default_value = "bench")]
+        out: PathBuf,
+        #[command(flatten)]
+        wasms: Wasms,
+    },
+    /// Runs the reduced-scale suite and fails (exit 1) when any benchmark's instructions rise
+    /// more than the threshold over the baseline.
+    Check {
+        /// The committed baseline.
+        #[arg(long, default_value = "bench/baseline-ci.json")]
+        baseline: PathBuf,
+        /// Threshold in percent.
+        #[arg(long, default_value_t = DEFAULT_THRESHOLD_PCT)]
+        threshold: f64,
+        #[command(flatten)]
+        wasms: Wasms,
+    },
+    /// Runs the reduced-scale suite and rewrites the baseline.
+    UpdateBaseline {
+        /// The baseline to write.
+        #[arg(long, default_value = "bench/baseline-ci.json")]
+        baseline: PathBuf,
+        #[command(flatten)]
+        wasms: Wasms,
+    },
+}
+
+fn config(scale: Scale, w: &Wasms) -> SuiteConfig {
+    SuiteConfig { scale, deployable_wasm: w.wasm.clone(), canbench_wasm: w.canbench_wasm.clone() }
+}
+
+fn main() -> ExitCode {
+    match real_main() {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("bench-suite: error: {e:#}");
+            ExitCode::from(2)
+        }
+    }
+}
+
+fn real_main() -> Result<ExitCode> {
+    let cli = Cli::parse();
+    let mut progress = Progress::stderr();
+    match cli.command {
+        Command::Run { scale, out, wasms } => {
+            progress.step(&format!("bench-suite run --scale {} (engine: {})", scale.label(), bench_suite::engine_runs::ENGINE_LABEL));
+            let results = suite::run(&config(scale, &wasms), &mut progress)?;
+            let files = bench_suite::output::write_all(&results, &out)?;
+            for f in &files {
+                println!("wrote {}", f.display());
+            }
+            progress.step(&format!("done: suite wall time {:.1} s", results.wall_seconds));
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Check { baseline, threshold, wasms } => {
+            let base = Baseline::read(&baseline)?;
+            let results = suite::run(&config(Scale::Ci, &wasms), &mut progress)?;
+            let changes = regression::compare(&base.benches, &suite::regression_figures(&results), threshold);
+            println!(
+                "Instruction regression check (engine: {}; baseline {} of {}, threshold +{threshold}%)\n",
+                results.engine,
+                baseline.display(),
+                base.date
+            );
+            println!("{}", regression::render_table(&changes, threshold));
+            if regression::has_regression(&changes) {
+                println!("FAILED: instructions rose more than {threshold}% over the baseline. If intended, run `bench-suite update-baseline` and commit it.");
+                Ok(ExitCode::from(1))
+            } else {
+                println!("OK: no benchmark rose more than {threshold}%.");
+                Ok(ExitCode::SUCCESS)
+            }
+        }
+        Command::UpdateBaseline { baseline, wasms } => {
+            let results = suite::run(&config(Scale::Ci, &wasms), &mut progress)?;
+            let b = Baseline {
+                engine: results.engine.clone(),
+                scale: Scale::Ci.label().into(),
+                date: results.date.clone(),
+                canbench_wasm_sha256: results.canbench_wasm.sha256.clone(),
+                deployable_wasm_sha256: results.deployable_wasm.sha256.clone(),
+                benches: suite::regression_figures(&results),
+            };
+            if let Some(dir) = baseline.parent().filter(|d| !d.as_os_str().is_empty()) {
+                std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+            }
+            b.write(&baseline)?;
+            println!("wrote {} ({} benchmarks)", baseline.display(), b.benches.len());
+            Ok(ExitCode::SUCCESS)
+        }
+    }
+}

@@ -1,0 +1,465 @@
+//! The whole suite: runs everything on the engine and collects every figure in one value
+//! ([`SuiteResults`]), which the report, the results file, the charts and the baseline are made of.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+
+use anyhow::Result;
+use serde::{Deserialize, Serialize};
+
+use crate::analysis::{self, ErrorRow, FloorRow, FlushRow, GainRow, SeedRow, TargetCheck};
+use crate::engine_runs::{self, CanbenchRun, ENGINE_LABEL};
+use crate::fees::{FeeSchedule, IC_2025};
+use crate::load_model::{self, CallCosts, LoadMode, LoadResult, RoundModel};
+use crate::message_bench::{self, MessageKind, Mode, ModeRun, ModeSummary};
+use crate::progress::Progress;
+
+/// Build hint printed when a wasm is missing.
+pub const BUILD_HINT_DEPLOYABLE: &str = "scripts/build.sh";
+/// Build hint for the canbench wasm.
+pub const BUILD_HINT_CANBENCH: &str = "BENCH_SCALE_DIVISOR=<1|100> scripts/build.sh canbench";
+
+/// Concurrencies of the load model: seed 003's 100 and 500, and two loads beyond them.
+pub const LOAD_CONCURRENCIES: [u64; 4] = [100, 500, 2_000, 10_000];
+
+/// Suite scale.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
+pub enum Scale {
+    /// Seed-004 scale (100k users, 1M orders; canbench wasm built with BENCH_SCALE_DIVISOR=1);
+    /// message benchmarks up to N = 10,000.
+    Full,
+    /// CI scale (canbench wasm built with BENCH_SCALE_DIVISOR=100); message benchmarks up to 1,000.
+    Ci,
+}
+
+impl Scale {
+    /// Label.
+    pub fn label(self) -> &'static str {
+        match self {
+            Scale::Full => "full",
+            Scale::Ci => "ci",
+        }
+    }
+    /// BENCH_SCALE_DIVISOR the canbench wasm is expected to be built with.
+    pub fn divisor(self) -> u64 {
+        match self {
+            Scale::Full => 1,
+            Scale::Ci => 100,
+        }
+    }
+    /// N of the message-level benchmarks.
+    pub fn message_sizes(self) -> &'static [u64] {
+        match self {
+            Scale::Full => &[1, 10, 100, 1_000, 10_000],
+            Scale::Ci => &[1, 10, 100, 1_000],
+        }
+    }
+}
+
+/// What to run.
+#[derive(Debug, Clone)]
+pub struct SuiteConfig {
+    /// Scale.
+    pub scale: Scale,
+    /// The deployable wasm.
+    pub deployable_wasm: PathBuf,
+    /// The canbench wasm.
+    pub canbench_wasm: PathBuf,
+}
+
+/// A wasm that was measured.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct WasmInfo {
+    /// Path as given.
+    pub path: String,
+    /// SHA-256 of the file.
+    pub sha256: String,
+}
+
+/// Everything the suite measured and derived.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct SuiteResults {
+    /// Engine label.
+    pub engine: String,
+    /// Date (UTC, YYYY-MM-DD).
+    pub date: String,
+    /// Scale.
+    pub scale: Scale,
+    /// BENCH_SCALE_DIVISOR assumed for the canbench wasm.
+    pub scale_divisor: u64,
+    /// The deployable wasm.
+    pub deployable_wasm: WasmInfo,
+    /// The canbench wasm.
+    pub canbench_wasm: WasmInfo,
+    /// Fee schedule used for cycles and USD.
+    pub fee_schedule: FeeSchedule,
+    /// canbench figures.
+    pub canbench: CanbenchRun,
+    /// Seed-004 table.
+    pub seed: Vec<SeedRow>,
+    /// Gain table.
+    pub gains: Vec<GainRow>,
+    /// Floor breakdown.
+    pub floor: Vec<FloorRow>,
+    /// Error isolation.
+    pub errors: Vec<ErrorRow>,
+    /// Flush-size curve.
+    pub flush: Vec<FlushRow>,
+    /// Targets of issue 3.
+    pub targets: Vec<TargetCheck>,
+    /// Message-level runs (every executed message).
+    pub message_runs: Vec<ModeRun>,
+    /// Message-level summaries with cycles and USD.
+    pub messages: Vec<ModeSummary>,
+    /// Message overhead of a call: message-level instructions vs the canbench figure of the
+    /// same work.
+    pub call_overhead: Vec<CallOverhead>,
+    /// Per-call costs the load model uses (derived from the message runs).
+    pub call_costs: Option<CallCosts>,
+    /// Parameters of the load model.
+    pub load_model: RoundModel,
+    /// Load-model results.
+    pub load: Vec<LoadResult>,
+    /// Wall seconds of the suite.
+    pub wall_seconds: f64,
+}
+
+/// What one update call costs beyond the work canbench measures for it (Candid decoding and
+/// encoding, the CDK entry point, heap dirty pages).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CallOverhead {
+    /// The method.
+    pub method: String,
+    /// Mean instructions per call on the engine (performance counter).
+    pub message_instructions: u64,
+    /// Mean billed instructions per call (plus heap dirty pages).
+    pub message_billed: u64,
+    /// The same work per op inside a canbench bench.
+    pub canbench_per_op: u64,
+    /// The canbench bench (and scope) it comes from.
+    pub canbench_source: String,
+}
+
+/// Mean (instructions, billed) of the ingress calls of the largest run of `mode`.
+fn mean_call(runs: &[ModeRun], mode: Mode) -> Option<(u64, u64)> {
+    let run = runs.iter().filter(|r| r.mode == mode).max_by_key(|r| r.n)?;
+    let calls: Vec<_> =
+        run.messages.iter().filter(|m| matches!(m.kind, MessageKind::Ingress { .. })).collect();
+    let n = calls.len() as u64;
+    (n > 0).then(|| {
+        (
+            calls.iter().map(|m| m.instructions).sum::<u64>() / n,
+            calls.iter().map(|m| m.billed_instructions).sum::<u64>() / n,
+        )
+    })
+}
+
+/// The overhead rows for `create_order` and `submit_create_order` (N = 1000 canbench figures).
+pub fn call_overheads(runs: &[ModeRun], canbench: &CanbenchRun) -> Vec<CallOverhead> {
+    let mut out = Vec::new();
+    if let (Some((i, b)), Some(c)) =
+        (mean_call(runs, Mode::Unbatched), canbench.benches.get("unbatched_insert_1000"))
+    {
+        out.push(CallOverhead {
+            method: "create_order".into(),
+            message_instructions: i,
+            message_billed: b,
+            canbench_per_op: c.total.instructions / 1_000,
+            canbench_source: "unbatched_insert_1000 / 1000".into(),
+        });
+    }
+    if let (Some((i, b)), Some(s)) = (
+        mean_call(runs, Mode::SubmitAndTimer),
+        canbench.benches.get("batched_insert_1000").and_then(|c| c.scopes.get("submit_and_size_flushes")),
+    ) {
+        out.push(CallOverhead {
+            method: "submit_create_order".into(),
+            message_instructions: i,
+            message_billed: b,
+            canbench_per_op: s.instructions / 1_000,
+            canbench_source: "batched_insert_1000, scope submit_and_size_flushes / 1000".into(),
+        });
+    }
+    out
+}
+
+/// Derives the load model's per-call costs from the message runs: the mean unbatched call and
+/// submit call of the largest N, a least-squares line through the flush (self-call) cost vs N,
+/// and the mean timer-task + callback cost. `None` without unbatched and batched runs.
+pub fn derive_call_costs(runs: &[ModeRun]) -> Option<CallCosts> {
+    let largest = |mode: Mode| runs.iter().filter(|r| r.mode == mode).max_by_key(|r| r.n);
+    let mean_ingress = |run: &ModeRun| {
+        let v: Vec<u64> = run
+            .messages
+            .iter()
+            .filter(|m| matches!(m.kind, MessageKind::Ingress { .. }))
+            .map(|m| m.billed_instructions)
+            .collect();
+        (!v.is_empty()).then(|| v.iter().sum::<u64>() / v.len() as u64)
+    };
+    let unbatched_call = mean_ingress(largest(Mode::Unbatched)?)?;
+    let submit_call = mean_ingress(largest(Mode::SubmitAndTimer)?)?;
+    let batched: Vec<&ModeRun> = runs.iter().filter(|r| r.mode == Mode::SubmitAndTimer).collect();
+    let sum_of = |r: &ModeRun, f: &dyn Fn(&MessageKind) -> bool| {
+        r.messages.iter().filter(|m| f(&m.kind)).map(|m| m.billed_instructions).sum::<u64>()
+    };
+    let points: Vec<(f64, f64)> = batched
+        .iter()
+        .map(|r| (r.n as f64, sum_of(r, &|k| matches!(k, MessageKind::SelfCall)) as f64))
+        .collect();
+    let (a, b) = load_model::fit_line(&points)?;
+    let overhead: u64 = batched
+        .iter()
+        .map(|r| sum_of(r, &|k| matches!(k, MessageKind::Timer { .. } | MessageKind::Callback)))
+        .sum::<u64>()
+        / batched.len() as u64;
+    Some(CallCosts {
+        unbatched_call,
+        submit_call,
+        flush_fixed: a.max(0.0).round() as u64,
+        flush_per_op: b.max(0.0).round() as u64,
+        timer_overhead: overhead,
+    })
+}
+
+/// Runs the load model for both write paths at every concurrency.
+pub fn run_load(model: &RoundModel, costs: &CallCosts) -> Vec<LoadResult> {
+    let mut out = Vec::new();
+    for c in LOAD_CONCURRENCIES {
+        for mode in [LoadMode::Unbatched, LoadMode::Batched] {
+            out.push(load_model::simulate(model, costs, mode, c));
+        }
+    }
+    out
+}
+
+/// Today's date (UTC) as YYYY-MM-DD.
+pub fn today() -> String {
+    let secs = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(0);
+    civil_date(secs / 86_400)
+}
+
+/// Days since 1970-01-01 → YYYY-MM-DD (Howard Hinnant's civil_from_days).
+pub fn civil_date(days: u64) -> String {
+    let z = days as i64 + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1_460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = doy - (153 * mp + 2) / 5 + 1;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 };
+    let y = yoe + era * 400 + if m <= 2 { 1 } else { 0 };
+    format!("{y:04}-{m:02}-{d:02}")
+}
+
+/// Refuses a canbench wasm built at another scale than requested, judged by `seed_add_users`
+/// (100,000 users at full scale; 1,000 at CI scale): below 10% of the published figure at full
+/// scale, or above it at CI scale, the wasm was built with another BENCH_SCALE_DIVISOR, and
+/// its seed figures would be mislabelled.
+pub fn check_scale(scale: Scale, canbench: &CanbenchRun) -> Result<()> {
+    let Some(users) = canbench.benches.get("seed_add_users").map(|b| b.total.instructions) else {
+        return Ok(());
+    };
+    let published = analysis::SEED_004[0].2;
+    let full_like = users >= published / 10;
+    anyhow::ensure!(
+        full_like == (scale == Scale::Full),
+        "the canbench wasm does not match --scale {}: seed_add_users took {users} instructions (published at full \
+         scale: {published}); rebuild it with `BENCH_SCALE_DIVISOR={} scripts/build.sh canbench`",
+        scale.label(),
+        scale.divisor()
+    );
+    Ok(())
+}
+
+/// Runs the whole suite on the offline engine.
+pub fn run(config: &SuiteConfig, progress: &mut Progress) -> Result<SuiteResults> {
+    for (path, hint) in [
+        (&config.canbench_wasm, BUILD_HINT_CANBENCH),
+        (&config.deployable_wasm, BUILD_HINT_DEPLOYABLE),
+    ] {
+        anyhow::ensure!(path.is_file(), "{} does not exist; build it first with `{hint}`", path.display());
+    }
+    let engine = engine_runs::engine()?;
+    progress.step(&format!("loading {}", config.canbench_wasm.display()));
+    let canbench_program = engine_runs::load(&engine, &config.canbench_wasm, BUILD_HINT_CANBENCH)?;
+    progress.step(&format!("loading {}", config.deployable_wasm.display()));
+    let deployable = engine_runs::load(&engine, &config.deployable_wasm, BUILD_HINT_DEPLOYABLE)?;
+    let canbench = engine_runs::run_canbench(&engine, &canbench_program, &|_| true, progress)?;
+    check_scale(config.scale, &canbench)?;
+    let mut message_runs = Vec::new();
+    for mode in Mode::ALL {
+        for &n in config.scale.message_sizes() {
+            progress.step(&format!("message-level: {} N = {n}", mode.label()));
+            message_runs.push(engine_runs::run_mode(&engine, &deployable, mode, n as usize)?);
+        }
+    }
+    progress.step("load model, report tables");
+    let mut results = assemble(
+        config.scale,
+        WasmInfo { path: config.deployable_wasm.display().to_string(), sha256: deployable.sha256_hex() },
+        WasmInfo { path: config.canbench_wasm.display().to_string(), sha256: canbench.wasm_sha256.clone() },
+        canbench,
+        message_runs,
+    );
+    results.wall_seconds = progress.elapsed();
+    Ok(results)
+}
+
+/// Builds the results from the measured figures (no engine involved).
+pub fn assemble(
+    scale: Scale,
+    deployable_wasm: WasmInfo,
+    canbench_wasm: WasmInfo,
+    canbench: CanbenchRun,
+    message_runs: Vec<ModeRun>,
+) -> SuiteResults {
+    let fees = IC_2025;
+    let b = &canbench.benches;
+    let messages = message_runs.iter().map(|r| message_bench::summarize(&fees, r)).collect();
+    let call_costs = derive_call_costs(&message_runs);
+    let load_model = RoundModel::default();
+    let load = call_costs.map(|c| run_load(&load_model, &c)).unwrap_or_default();
+    SuiteResults {
+        engine: ENGINE_LABEL.to_string(),
+        date: today(),
+        scale,
+        scale_divisor: scale.divisor(),
+        deployable_wasm,
+        canbench_wasm,
+        fee_schedule: fees,
+        seed: analysis::seed_rows(b, scale == Scale::Full),
+        gains: analysis::gain_rows(b),
+        floor: analysis::floor_rows(b),
+        errors: analysis::error_rows(b),
+        flush: analysis::flush_rows(b),
+        targets: analysis::targets(b),
+        call_overhead: call_overheads(&message_runs, &canbench),
+        canbench,
+        message_runs,
+        messages,
+        call_costs,
+        load_model,
+        load,
+        wall_seconds: 0.0,
+    }
+}
+
+/// The figures the regression check compares: canbench totals (`canbench/<name>`) and the billed
+/// instructions of every message-level run (`message/<mode>/<n>`).
+pub fn regression_figures(results: &SuiteResults) -> BTreeMap<String, u64> {
+    let mut m: BTreeMap<String, u64> = results
+        .canbench
+        .benches
+        .iter()
+        .map(|(k, v)| (format!("canbench/{k}"), v.total.instructions))
+        .collect();
+    for s in &results.messages {
+        m.insert(format!("message/{}/{}", s.mode.key(), s.n), s.billed_instructions);
+    }
+    m
+}
+
+#[cfg(test)]
+pub(crate) mod tests {
+    use super::*;
+    use crate::engine_runs::{CanbenchFigures, Measured};
+    use crate::message_bench::MessageRecord;
+
+    #[test]
+    fn dates() {
+        assert_eq!(civil_date(0), "1970-01-01");
+        assert_eq!(civil_date(20_230), "2025-05-22");
+        assert_eq!(civil_date(11_016), "2000-02-29");
+    }
+
+    fn rec(kind: MessageKind, billed: u64) -> MessageRecord {
+        MessageRecord { kind, entry: String::new(), instructions: billed, billed_instructions: billed, heap_dirty_pages: 0, stable_dirty_pages: 0 }
+    }
+
+    /// Synthetic runs for unit tests of the arithmetic and rendering (never written to a report).
+    pub(crate) fn synthetic_runs() -> Vec<ModeRun> {
+        let ing = |b| rec(MessageKind::Ingress { method: "m".into(), bytes: 40 }, b);
+        let mut runs = Vec::new();
+        for n in [1u64, 10, 100] {
+            runs.push(ModeRun { mode: Mode::Unbatched, n, committed: n, messages: (0..n).map(|_| ing(500_000)).collect() });
+            let mut msgs: Vec<MessageRecord> = (0..n).map(|_| ing(50_000)).collect();
+            msgs.push(rec(MessageKind::Timer { self_call_bytes: 41 }, 20_000));
+            msgs.push(rec(MessageKind::SelfCall, 700_000 + 20_000 * n));
+            msgs.push(rec(MessageKind::Callback, 10_000));
+            runs.push(ModeRun { mode: Mode::SubmitAndTimer, n, committed: n, messages: msgs });
+            runs.push(ModeRun { mode: Mode::ClientBatch, n, committed: n, messages: vec![ing(700_000 + 22_000 * n)] });
+        }
+        runs
+    }
+
+    pub(crate) fn synthetic_canbench() -> CanbenchRun {
+        let mut benches = BTreeMap::new();
+        let b = |i| CanbenchFigures { total: Measured { calls: 1, instructions: i, ..Measured::default() }, scopes: BTreeMap::new() };
+        for n in analysis::BATCH_SIZES {
+            for k in analysis::OP_KINDS {
+                benches.insert(format!("unbatched_{k}_{n}"), b(400_000 * n));
+                benches.insert(format!("batched_{k}_{n}"), b(700_000 + 20_000 * n));
+            }
+        }
+        let mut batched = b(210_000_000);
+        batched.scopes.insert("final_flush".into(), Measured { calls: 1, instructions: 200_000_000, ..Measured::default() });
+        benches.insert("batched_insert_10000".into(), batched);
+        benches.insert("floor_insert_10000".into(), b(150_000_000));
+        benches.insert("errors_0pct".into(), b(200_000_000));
+        benches.insert("errors_1pct".into(), b(198_000_000));
+        benches.insert("errors_2pct".into(), b(196_000_000));
+        for f in analysis::FLUSH_SIZES {
+            benches.insert(format!("flush_size_{f}"), b(200_000_000 + 100_000_000_000 / f));
+        }
+        benches.insert("seed_add_users".into(), b(1_900_000_000));
+        CanbenchRun { wasm_sha256: "ab".repeat(32), benches, wall_seconds: 1.0 }
+    }
+
+    pub(crate) fn synthetic_results() -> SuiteResults {
+        let w = |p: &str| WasmInfo { path: p.into(), sha256: "cd".repeat(32) };
+        assemble(Scale::Ci, w("d.wasm"), w("c.wasm"), synthetic_canbench(), synthetic_runs())
+    }
+
+    #[test]
+    fn scale_mismatch_is_refused() {
+        let c = synthetic_canbench(); // seed_add_users: 1.9 B, full-scale-like
+        assert!(check_scale(Scale::Full, &c).is_ok());
+        assert!(check_scale(Scale::Ci, &c).is_err());
+        let mut small = c.clone();
+        small.benches.get_mut("seed_add_users").unwrap().total.instructions = 18_000_000;
+        assert!(check_scale(Scale::Ci, &small).is_ok());
+        assert!(check_scale(Scale::Full, &small).is_err());
+    }
+
+    #[test]
+    fn call_costs_come_from_the_runs() {
+        let c = derive_call_costs(&synthetic_runs()).unwrap();
+        assert_eq!(c.unbatched_call, 500_000);
+        assert_eq!(c.submit_call, 50_000);
+        assert_eq!(c.flush_fixed, 700_000);
+        assert_eq!(c.flush_per_op, 20_000);
+        assert_eq!(c.timer_overhead, 30_000);
+        assert!(derive_call_costs(&[]).is_none());
+    }
+
+    #[test]
+    fn assembled_results_hold_every_table() {
+        let r = synthetic_results();
+        assert_eq!(r.messages.len(), 9);
+        assert_eq!(r.load.len(), 2 * LOAD_CONCURRENCIES.len());
+        assert_eq!(r.gains.len(), 15);
+        assert_eq!(r.flush.len(), 4);
+        assert_eq!(r.call_overhead.len(), 1); // no scopes in the synthetic batched_insert_1000
+        assert_eq!(r.call_overhead[0].message_instructions, 500_000);
+        assert_eq!(r.call_overhead[0].canbench_per_op, 400_000);
+        let figs = regression_figures(&r);
+        assert!(figs.contains_key("canbench/floor_insert_10000"));
+        assert!(figs.contains_key("message/submit_timer/100"));
+        assert_eq!(figs["message/unbatched/10"], 5_000_000);
+    }
+}
