@@ -195,8 +195,8 @@ pub struct FloorRow {
 pub fn floor_rows(benches: &BTreeMap<String, CanbenchFigures>) -> Vec<FloorRow> {
     let steps = [
         ("floor_insert_10000", "same INSERT ×10,000 in one transaction, cached statement (the floor)"),
-        ("breakdown_prepare_cached_10000", "+ prepare_cached lookup and SqlValue binding per op"),
-        ("breakdown_execute_batch_10000", "+ batch_core::execute_batch (savepoint and outcome per op)"),
+        ("breakdown_prepare_cached_10000", "for comparison: rusqlite prepare_cached per op with SqlValue binding (not on the batched path)"),
+        ("breakdown_execute_batch_10000", "floor + batch_core::execute_batch (statement held per batch, SqlValue binding, outcome per op)"),
         ("batched_insert_10000", "+ queue: submit, meter, outcome store (the batched path)"),
     ];
     let Some(floor) = per_op(benches, "floor_insert_10000", FIXED_OPS) else { return Vec::new() };
