@@ -335,6 +335,21 @@ impl Canister {
         id
     }
 
+    /// A new call context for an ingress message (update or query), not yet replied.
+    fn open_ingress_context(&mut self) -> u64 {
+        let context = self.new_id();
+        self.contexts.insert(
+            context,
+            CallContext {
+                origin: Origin::Ingress,
+                replied: false,
+                outstanding: 0,
+                instructions: 0,
+            },
+        );
+        context
+    }
+
     fn func(&self, name: &str) -> Option<Func> {
         self.store.data().funcs.get(name).copied()
     }
@@ -884,16 +899,7 @@ impl Canister {
         let func = self
             .func(&name)
             .ok_or_else(|| EngineError::Module(format!("export `{name}` vanished")))?;
-        let context = self.new_id();
-        self.contexts.insert(
-            context,
-            CallContext {
-                origin: Origin::Ingress,
-                replied: false,
-                outstanding: 0,
-                instructions: 0,
-            },
-        );
+        let context = self.open_ingress_context();
         let mut msg = MessageCtx::new(mode, self.limit_for(mode));
         msg.method_name = method.to_string();
         msg.arg = arg.to_vec();
@@ -963,16 +969,7 @@ impl Canister {
         let func = self
             .func(&name)
             .ok_or_else(|| EngineError::Module(format!("export `{name}` vanished")))?;
-        let context = self.new_id();
-        self.contexts.insert(
-            context,
-            CallContext {
-                origin: Origin::Ingress,
-                replied: false,
-                outstanding: 0,
-                instructions: 0,
-            },
-        );
+        let context = self.open_ingress_context();
         let mut msg = MessageCtx::new(ApiMode::Query, self.limit_for(ApiMode::Query));
         msg.method_name = method.to_string();
         msg.arg = arg.to_vec();
