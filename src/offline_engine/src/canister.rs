@@ -335,6 +335,34 @@ impl Canister {
         id
     }
 
+    /// The first export `<kind> <method>` among `exports`, with the mode its message runs in.
+    fn find_method(
+        &self,
+        method: &str,
+        exports: &[(&str, ApiMode)],
+    ) -> Option<(String, Func, ApiMode)> {
+        exports.iter().find_map(|(kind, mode)| {
+            let name = format!("{kind} {method}");
+            self.func(&name).map(|func| (name, func, *mode))
+        })
+    }
+
+    /// The message context of an ingress call of `method` by `caller` with `arg`.
+    fn ingress_message(
+        &self,
+        mode: ApiMode,
+        caller: &[u8],
+        method: &str,
+        arg: &[u8],
+    ) -> MessageCtx {
+        let mut msg = MessageCtx::new(mode, self.limit_for(mode));
+        msg.method_name = method.to_string();
+        msg.arg = arg.to_vec();
+        msg.caller = caller.to_vec();
+        msg.can_reply = true;
+        msg
+    }
+
     /// A new call context for an ingress message (update or query), not yet replied.
     fn open_ingress_context(&mut self) -> u64 {
         let context = self.new_id();
@@ -885,26 +913,19 @@ impl Canister {
         method: &str,
         arg: &[u8],
     ) -> Result<Execution, EngineError> {
-        let (name, mode) = if self.func(&format!("canister_update {method}")).is_some() {
-            (format!("canister_update {method}"), ApiMode::Update)
-        } else if self.func(&format!("canister_query {method}")).is_some() {
-            (format!("canister_query {method}"), ApiMode::ReplicatedQuery)
-        } else {
+        let exports = [
+            ("canister_update", ApiMode::Update),
+            ("canister_query", ApiMode::ReplicatedQuery),
+        ];
+        let Some((name, func, mode)) = self.find_method(method, &exports) else {
             return Ok(Self::method_not_found(
                 format!("canister_update {method}"),
                 "update",
                 method,
             ));
         };
-        let func = self
-            .func(&name)
-            .ok_or_else(|| EngineError::Module(format!("export `{name}` vanished")))?;
         let context = self.open_ingress_context();
-        let mut msg = MessageCtx::new(mode, self.limit_for(mode));
-        msg.method_name = method.to_string();
-        msg.arg = arg.to_vec();
-        msg.caller = caller.to_vec();
-        msg.can_reply = true;
+        let msg = self.ingress_message(mode, caller, method, arg);
         let mut exec = self.execute(name, func, &[], msg, context)?;
         self.settle(context, &mut exec, true);
         if exec.result != MessageResult::NoReply {
@@ -953,28 +974,19 @@ impl Canister {
         method: &str,
         arg: &[u8],
     ) -> Result<Execution, EngineError> {
-        let name = [
-            format!("canister_query {method}"),
-            format!("canister_composite_query {method}"),
-        ]
-        .into_iter()
-        .find(|n| self.func(n).is_some());
-        let Some(name) = name else {
+        let exports = [
+            ("canister_query", ApiMode::Query),
+            ("canister_composite_query", ApiMode::Query),
+        ];
+        let Some((name, func, mode)) = self.find_method(method, &exports) else {
             return Ok(Self::method_not_found(
                 format!("canister_query {method}"),
                 "query",
                 method,
             ));
         };
-        let func = self
-            .func(&name)
-            .ok_or_else(|| EngineError::Module(format!("export `{name}` vanished")))?;
         let context = self.open_ingress_context();
-        let mut msg = MessageCtx::new(ApiMode::Query, self.limit_for(ApiMode::Query));
-        msg.method_name = method.to_string();
-        msg.arg = arg.to_vec();
-        msg.caller = caller.to_vec();
-        msg.can_reply = true;
+        let msg = self.ingress_message(mode, caller, method, arg);
         let mut exec = self.execute(name, func, &[], msg, context)?;
         self.settle(context, &mut exec, true);
         self.contexts.remove(&context);
