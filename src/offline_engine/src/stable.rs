@@ -102,18 +102,11 @@ impl StableMemory {
     /// Copies `dst.len()` bytes starting at `offset` into `dst`.
     pub fn read(&self, offset: u64, dst: &mut [u8]) -> Result<(), OutOfBounds> {
         self.check(offset, dst.len() as u64)?;
-        let mut pos = offset;
-        let mut done = 0usize;
-        while done < dst.len() {
-            let page = pos / OS_PAGE;
-            let in_page = (pos % OS_PAGE) as usize;
-            let n = (OS_PAGE as usize - in_page).min(dst.len() - done);
+        for (page, in_page, buf) in page_chunks(offset, dst.len()) {
             match self.pages.get(page as usize).and_then(|p| p.as_ref()) {
-                Some(p) => dst[done..done + n].copy_from_slice(&p[in_page..in_page + n]),
-                None => dst[done..done + n].fill(0),
+                Some(p) => dst[buf.clone()].copy_from_slice(&p[in_page..in_page + buf.len()]),
+                None => dst[buf].fill(0),
             }
-            done += n;
-            pos += n as u64;
         }
         Ok(())
     }
@@ -134,18 +127,11 @@ impl StableMemory {
     /// Writes `src` at `offset`, recording the original pages for rollback.
     pub fn write(&mut self, offset: u64, src: &[u8]) -> Result<(), OutOfBounds> {
         self.check(offset, src.len() as u64)?;
-        let mut pos = offset;
-        let mut done = 0usize;
-        while done < src.len() {
-            let page = pos / OS_PAGE;
-            let in_page = (pos % OS_PAGE) as usize;
-            let n = (OS_PAGE as usize - in_page).min(src.len() - done);
+        for (page, in_page, buf) in page_chunks(offset, src.len()) {
             let slot = &mut self.pages[page as usize];
             self.undo.entry(page).or_insert_with(|| slot.clone());
             let p = slot.get_or_insert_with(|| Box::new([0u8; OS_PAGE as usize]));
-            p[in_page..in_page + n].copy_from_slice(&src[done..done + n]);
-            done += n;
-            pos += n as u64;
+            p[in_page..in_page + buf.len()].copy_from_slice(&src[buf]);
         }
         Ok(())
     }
@@ -157,6 +143,26 @@ impl StableMemory {
         let _ = self.read(0, &mut v);
         v
     }
+}
+
+/// Splits the byte range `[offset, offset + len)` at OS-page boundaries: for each piece, its
+/// page index, its start within that page, and its range within the caller's buffer.
+fn page_chunks(
+    offset: u64,
+    len: usize,
+) -> impl Iterator<Item = (u64, usize, std::ops::Range<usize>)> {
+    let mut done = 0usize;
+    std::iter::from_fn(move || {
+        if done >= len {
+            return None;
+        }
+        let pos = offset + done as u64;
+        let in_page = (pos % OS_PAGE) as usize;
+        let n = (OS_PAGE as usize - in_page).min(len - done);
+        let piece = (pos / OS_PAGE, in_page, done..done + n);
+        done += n;
+        Some(piece)
+    })
 }
 
 #[cfg(test)]
