@@ -102,7 +102,10 @@ struct Statements<'c> {
 
 impl<'c> Statements<'c> {
     fn new(conn: &'c Connection) -> Self {
-        Statements { conn, held: Vec::new() }
+        Statements {
+            conn,
+            held: Vec::new(),
+        }
     }
 
     /// Runs `statement` to completion with the batch's prepared statement for its text.

@@ -23,7 +23,10 @@ use crate::{db, enqueue, execute_now, flush_now};
 
 /// Divides the seed-004 row counts (set at build time; 1 when unset).
 fn scale_divisor() -> usize {
-    option_env!("BENCH_SCALE_DIVISOR").and_then(|s| s.parse().ok()).filter(|d| *d > 0).unwrap_or(1)
+    option_env!("BENCH_SCALE_DIVISOR")
+        .and_then(|s| s.parse().ok())
+        .filter(|d| *d > 0)
+        .unwrap_or(1)
 }
 
 /// Seed 004: 1,000,000 orders.
@@ -48,7 +51,8 @@ fn add_users(offset: usize, count: usize) {
         {
             let mut stmt = conn.prepare_cached(INSERT_USER).unwrap();
             for id in offset + 1..=offset + count {
-                stmt.execute((format!("user{id}"), format!("user{id}@example.com"))).unwrap();
+                stmt.execute((format!("user{id}"), format!("user{id}@example.com")))
+                    .unwrap();
             }
         }
         conn.execute_batch("COMMIT").unwrap();
@@ -109,7 +113,9 @@ fn query_all(sql: &str) -> usize {
 
 fn count(table: &str) -> usize {
     db::with(|conn| {
-        conn.query_row(&format!("SELECT COUNT(*) FROM {table}"), [], |r| r.get::<_, i64>(0))
+        conn.query_row(&format!("SELECT COUNT(*) FROM {table}"), [], |r| {
+            r.get::<_, i64>(0)
+        })
     })
     .unwrap() as usize
 }
@@ -186,7 +192,10 @@ fn seed_delete_100k_rollback() -> BenchResult {
     assert_eq!(count("orders"), orders);
     let result = bench_fn(|| {
         exec("BEGIN TRANSACTION");
-        exec(&format!("DELETE FROM orders WHERE order_id > {}", orders / 10 * 9));
+        exec(&format!(
+            "DELETE FROM orders WHERE order_id > {}",
+            orders / 10 * 9
+        ));
         assert_eq!(count("orders"), orders / 10 * 9);
         exec("ROLLBACK");
     });
@@ -211,8 +220,14 @@ fn batch_fixture() {
 fn workload_op(kind: &str, i: usize) -> UserOrderOp {
     let user_id = (i % FIXTURE_USERS + 1) as i64;
     match kind {
-        "insert" => UserOrderOp::CreateOrder { user_id, amount: (i % 1000) as f64 + 0.5 },
-        "update" => UserOrderOp::UpdateOrderAmount { order_id: (i + 1) as i64, amount: i as f64 },
+        "insert" => UserOrderOp::CreateOrder {
+            user_id,
+            amount: (i % 1000) as f64 + 0.5,
+        },
+        "update" => UserOrderOp::UpdateOrderAmount {
+            order_id: (i + 1) as i64,
+            amount: i as f64,
+        },
         "delete" => UserOrderOp::DeleteUserOrders { user_id },
         other => unreachable!("unknown workload {other}"),
     }
@@ -225,7 +240,10 @@ fn unbatched(kind: &str, n: usize) -> BenchResult {
     bench_fn(|| {
         for op in &ops {
             let outcome = execute_now(op);
-            assert!(matches!(outcome, crate::Outcome::Committed { .. }), "{outcome:?}");
+            assert!(
+                matches!(outcome, crate::Outcome::Committed { .. }),
+                "{outcome:?}"
+            );
         }
     })
 }
@@ -255,7 +273,11 @@ fn batched_ops(ops: Vec<WriteOp>, flush_size: usize) -> BenchResult {
         flush_now().expect("flush commits");
     });
     let stats = crate::QUEUE.with_borrow(|q| q.stats());
-    assert_eq!(stats.committed + stats.failed, n as u64, "every op has an outcome");
+    assert_eq!(
+        stats.committed + stats.failed,
+        n as u64,
+        "every op has an outcome"
+    );
     assert_eq!(stats.pending, 0);
     result
 }
@@ -296,14 +318,19 @@ fn floor_insert(n: usize) -> BenchResult {
 /// statement lookup, executor bookkeeping, and queue (submit, meter, outcome store).
 fn breakdown_prepare_cached(n: usize) -> BenchResult {
     batch_fixture();
-    let ops: Vec<WriteOp> = (0..n).map(|i| workload_op("insert", i).to_write_op()).collect();
+    let ops: Vec<WriteOp> = (0..n)
+        .map(|i| workload_op("insert", i).to_write_op())
+        .collect();
     bench_fn(|| {
         db::with(|conn| {
             conn.execute_batch("BEGIN").unwrap();
             for op in &ops {
-                let WriteOp::Single(statement) = op else { unreachable!() };
+                let WriteOp::Single(statement) = op else {
+                    unreachable!()
+                };
                 let mut stmt = conn.prepare_cached(&statement.sql).unwrap();
-                stmt.execute(batch_core::rusqlite::params_from_iter(&statement.params)).unwrap();
+                stmt.execute(batch_core::rusqlite::params_from_iter(&statement.params))
+                    .unwrap();
             }
             conn.execute_batch("COMMIT").unwrap();
         })
@@ -312,7 +339,9 @@ fn breakdown_prepare_cached(n: usize) -> BenchResult {
 
 fn breakdown_execute_batch(n: usize) -> BenchResult {
     batch_fixture();
-    let ops: Vec<WriteOp> = (0..n).map(|i| workload_op("insert", i).to_write_op()).collect();
+    let ops: Vec<WriteOp> = (0..n)
+        .map(|i| workload_op("insert", i).to_write_op())
+        .collect();
     bench_fn(|| {
         let outcomes = db::with(|conn| batch_core::execute_batch(conn, &ops)).unwrap();
         assert!(outcomes.iter().all(|o| o.is_committed()));
@@ -402,6 +431,8 @@ fn errors(pct: usize) -> BenchResult {
 /// 10,000 batched inserts with flush size `f`: each submit that fills a batch flushes it.
 fn flush_size(f: usize) -> BenchResult {
     batch_fixture();
-    let ops = (0..ERROR_BENCH_OPS).map(|i| workload_op("insert", i).to_write_op()).collect();
+    let ops = (0..ERROR_BENCH_OPS)
+        .map(|i| workload_op("insert", i).to_write_op())
+        .collect();
     batched_ops(ops, f)
 }

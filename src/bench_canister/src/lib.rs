@@ -48,12 +48,16 @@ impl InitArgs {
         let d = Config::default();
         Config {
             flush_size: self.flush_size.map_or(d.flush_size, |v| v as usize),
-            max_delay_ns: self.max_delay_ms.map_or(d.max_delay_ns, |ms| ms.saturating_mul(1_000_000)),
+            max_delay_ns: self
+                .max_delay_ms
+                .map_or(d.max_delay_ns, |ms| ms.saturating_mul(1_000_000)),
             max_pending: self.max_pending.map_or(d.max_pending, |v| v as usize),
             flush_instruction_budget: self
                 .flush_instruction_budget
                 .unwrap_or(d.flush_instruction_budget),
-            outcome_capacity: self.outcome_capacity.map_or(d.outcome_capacity, |v| v as usize),
+            outcome_capacity: self
+                .outcome_capacity
+                .map_or(d.outcome_capacity, |v| v as usize),
         }
     }
 }
@@ -62,7 +66,10 @@ impl InitArgs {
 #[derive(CandidType, Deserialize, Clone, Debug, PartialEq)]
 pub enum Outcome {
     /// The write committed.
-    Committed { rows_changed: u64, last_insert_rowid: i64 },
+    Committed {
+        rows_changed: u64,
+        last_insert_rowid: i64,
+    },
     /// The write failed and changed nothing; SQLite's error text.
     Failed(String),
 }
@@ -70,9 +77,13 @@ pub enum Outcome {
 impl From<OpOutcome> for Outcome {
     fn from(o: OpOutcome) -> Self {
         match o {
-            OpOutcome::Committed { rows_changed, last_insert_rowid } => {
-                Outcome::Committed { rows_changed, last_insert_rowid }
-            }
+            OpOutcome::Committed {
+                rows_changed,
+                last_insert_rowid,
+            } => Outcome::Committed {
+                rows_changed,
+                last_insert_rowid,
+            },
             OpOutcome::Failed { error } => Outcome::Failed(error),
         }
     }
@@ -128,7 +139,10 @@ pub enum WriteError {
 #[derive(CandidType, Deserialize, Clone, Debug, PartialEq)]
 pub enum TicketStatus {
     Pending,
-    Committed { rows_changed: u64, last_insert_rowid: i64 },
+    Committed {
+        rows_changed: u64,
+        last_insert_rowid: i64,
+    },
     Failed(String),
     /// Done, but its outcome was evicted from the bounded outcome store.
     Evicted,
@@ -242,7 +256,9 @@ fn post_upgrade(args: Option<InitArgs>) {
 
 fn flush_now() -> Result<FlushSummary, WriteError> {
     let report = QUEUE.with_borrow_mut(|q| db::with(|conn| q.flush(conn, &MessageMeter)));
-    report.map(FlushSummary::from).map_err(|e| WriteError::Database(e.to_string()))
+    report
+        .map(FlushSummary::from)
+        .map_err(|e| WriteError::Database(e.to_string()))
 }
 
 /// Arms the flush timer when ops are pending and no timer is armed. Never resets an armed timer
@@ -269,10 +285,14 @@ fn ensure_timer() {
 /// such as canbench's benches, may not set timers); [`submit`] adds that.
 fn enqueue(op: WriteOp) -> Result<Submitted, WriteError> {
     let now = ic_cdk::api::time();
-    let submitted = QUEUE.with_borrow_mut(|q| q.submit(op, now)).map_err(|e| match e {
-        SubmitError::QueueFull { capacity } => WriteError::QueueFull { capacity: capacity as u64 },
-        other => WriteError::Invalid(other.to_string()),
-    })?;
+    let submitted = QUEUE
+        .with_borrow_mut(|q| q.submit(op, now))
+        .map_err(|e| match e {
+            SubmitError::QueueFull { capacity } => WriteError::QueueFull {
+                capacity: capacity as u64,
+            },
+            other => WriteError::Invalid(other.to_string()),
+        })?;
     // The op is queued from here on: a failed flush must not turn its acknowledgement into an
     // error. It stays queued and the timer retries.
     let flushed = if submitted.flush_due {
@@ -282,7 +302,10 @@ fn enqueue(op: WriteOp) -> Result<Submitted, WriteError> {
     } else {
         None
     };
-    Ok(Submitted { ticket: submitted.ticket, flushed })
+    Ok(Submitted {
+        ticket: submitted.ticket,
+        flushed,
+    })
 }
 
 /// The batched write path of every `submit_*` method: [`enqueue`], then make sure a timer will flush
@@ -415,9 +438,13 @@ fn execute_batch(ops: Vec<UserOrderOp>) -> Result<Vec<Outcome>, WriteError> {
 fn ticket_status(ticket: u64) -> TicketStatus {
     match QUEUE.with_borrow(|q| q.status(ticket)) {
         OpStatus::Pending => TicketStatus::Pending,
-        OpStatus::Done(OpOutcome::Committed { rows_changed, last_insert_rowid }) => {
-            TicketStatus::Committed { rows_changed, last_insert_rowid }
-        }
+        OpStatus::Done(OpOutcome::Committed {
+            rows_changed,
+            last_insert_rowid,
+        }) => TicketStatus::Committed {
+            rows_changed,
+            last_insert_rowid,
+        },
         OpStatus::Done(OpOutcome::Failed { error }) => TicketStatus::Failed(error),
         OpStatus::Evicted => TicketStatus::Evicted,
         OpStatus::Unknown => TicketStatus::Unknown,
@@ -448,11 +475,16 @@ fn query_error(e: impl std::fmt::Display) -> String {
 fn counts() -> Result<Counts, String> {
     db::with(|conn| {
         let count = |table: &str| -> Result<u64, String> {
-            conn.query_row(&format!("SELECT COUNT(*) FROM {table}"), [], |r| r.get::<_, i64>(0))
-                .map(|n| n as u64)
-                .map_err(query_error)
+            conn.query_row(&format!("SELECT COUNT(*) FROM {table}"), [], |r| {
+                r.get::<_, i64>(0)
+            })
+            .map(|n| n as u64)
+            .map_err(query_error)
         };
-        Ok(Counts { users: count("users")?, orders: count("orders")? })
+        Ok(Counts {
+            users: count("users")?,
+            orders: count("orders")?,
+        })
     })
 }
 
@@ -470,7 +502,12 @@ fn user_orders(max_user_id: i64, limit: u32) -> Result<Vec<UserOrder>, String> {
             .map_err(query_error)?;
         let rows = stmt
             .query_map((max_user_id, limit), |r| {
-                Ok(UserOrder { user_id: r.get(0)?, username: r.get(1)?, order_id: r.get(2)?, amount: r.get(3)? })
+                Ok(UserOrder {
+                    user_id: r.get(0)?,
+                    username: r.get(1)?,
+                    order_id: r.get(2)?,
+                    amount: r.get(3)?,
+                })
             })
             .map_err(query_error)?;
         rows.collect::<Result<Vec<_>, _>>().map_err(query_error)
@@ -486,7 +523,12 @@ fn users_by_email_prefix(prefix: String, limit: u32) -> Result<Vec<User>, String
             .map_err(query_error)?;
         let rows = stmt
             .query_map((prefix, limit), |r| {
-                Ok(User { user_id: r.get(0)?, username: r.get(1)?, email: r.get(2)?, created_at: r.get(3)? })
+                Ok(User {
+                    user_id: r.get(0)?,
+                    username: r.get(1)?,
+                    email: r.get(2)?,
+                    created_at: r.get(3)?,
+                })
             })
             .map_err(query_error)?;
         rows.collect::<Result<Vec<_>, _>>().map_err(query_error)

@@ -26,7 +26,11 @@ pub fn save(state: &QueueState) {
     let have = mem.size() * WASM_PAGE;
     if needed > have {
         let pages = (needed - have).div_ceil(WASM_PAGE);
-        assert!(mem.grow(pages) >= 0, "stable memory full: cannot save {} pending bytes", bytes.len());
+        assert!(
+            mem.grow(pages) >= 0,
+            "stable memory full: cannot save {} pending bytes",
+            bytes.len()
+        );
     }
     mem.write(0, &(bytes.len() as u64).to_le_bytes());
     mem.write(8, &bytes);

@@ -31,11 +31,15 @@ impl UserOrderOp {
         let (sql, params) = match self {
             Self::CreateUser { username, email } => (
                 INSERT_USER,
-                vec![SqlValue::from(username.as_str()), SqlValue::from(email.as_str())],
+                vec![
+                    SqlValue::from(username.as_str()),
+                    SqlValue::from(email.as_str()),
+                ],
             ),
-            Self::CreateOrder { user_id, amount } => {
-                (INSERT_ORDER, vec![SqlValue::from(*user_id), SqlValue::from(*amount)])
-            }
+            Self::CreateOrder { user_id, amount } => (
+                INSERT_ORDER,
+                vec![SqlValue::from(*user_id), SqlValue::from(*amount)],
+            ),
             Self::UpdateOrderAmount { order_id, amount } => (
                 UPDATE_ORDER_AMOUNT,
                 vec![SqlValue::from(*order_id), SqlValue::from(*amount)],

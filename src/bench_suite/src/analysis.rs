@@ -10,15 +10,51 @@ use crate::engine_runs::CanbenchFigures;
 /// The nine users/orders benchmarks of seed 004: bench name, what it does, and ic-rusqlite's
 /// published PocketIC figure (instructions).
 pub const SEED_004: [(&str, &str, u64); 9] = [
-    ("seed_add_users", "Create 100,000 users (cached INSERT)", 1_940_000_000),
-    ("seed_add_orders", "Create 1M orders (no extra indexes)", 20_050_000_000),
-    ("seed_add_indices", "Create 2 indexes over 1M orders", 6_270_000_000),
-    ("seed_select_join", "Join select (user_id < 1000, ORDER BY created_at)", 202_280_000),
-    ("seed_select_like", "SELECT … WHERE email LIKE 'user%'", 781_460_000),
-    ("seed_add_100_indexed_orders", "Create 100 orders with indexes present", 9_030_000),
-    ("seed_remove_1000_indexed_orders", "Delete 1,000 orders (user_id <= 100)", 23_140_000),
-    ("seed_add_1m_indexed_orders", "Create 1M orders with indexes present", 29_880_000_000),
-    ("seed_delete_100k_rollback", "Delete 100,000 orders, then ROLLBACK", 1_530_000_000),
+    (
+        "seed_add_users",
+        "Create 100,000 users (cached INSERT)",
+        1_940_000_000,
+    ),
+    (
+        "seed_add_orders",
+        "Create 1M orders (no extra indexes)",
+        20_050_000_000,
+    ),
+    (
+        "seed_add_indices",
+        "Create 2 indexes over 1M orders",
+        6_270_000_000,
+    ),
+    (
+        "seed_select_join",
+        "Join select (user_id < 1000, ORDER BY created_at)",
+        202_280_000,
+    ),
+    (
+        "seed_select_like",
+        "SELECT … WHERE email LIKE 'user%'",
+        781_460_000,
+    ),
+    (
+        "seed_add_100_indexed_orders",
+        "Create 100 orders with indexes present",
+        9_030_000,
+    ),
+    (
+        "seed_remove_1000_indexed_orders",
+        "Delete 1,000 orders (user_id <= 100)",
+        23_140_000,
+    ),
+    (
+        "seed_add_1m_indexed_orders",
+        "Create 1M orders with indexes present",
+        29_880_000_000,
+    ),
+    (
+        "seed_delete_100k_rollback",
+        "Delete 100,000 orders, then ROLLBACK",
+        1_530_000_000,
+    ),
 ];
 
 /// Batch sizes of the batched/unbatched benches.
@@ -65,7 +101,9 @@ pub fn seed_rows(benches: &BTreeMap<String, CanbenchFigures>, full_scale: bool) 
                 description: description.to_string(),
                 published: *published,
                 measured,
-                ratio: measured.filter(|_| full_scale).map(|m| m as f64 / *published as f64),
+                ratio: measured
+                    .filter(|_| full_scale)
+                    .map(|m| m as f64 / *published as f64),
             }
         })
         .collect()
@@ -87,7 +125,9 @@ pub struct GainRow {
 }
 
 fn per_op(benches: &BTreeMap<String, CanbenchFigures>, name: &str, n: u64) -> Option<f64> {
-    benches.get(name).map(|b| b.total.instructions as f64 / n.max(1) as f64)
+    benches
+        .get(name)
+        .map(|b| b.total.instructions as f64 / n.max(1) as f64)
 }
 
 /// Gain rows for every kind and N that both benches exist for.
@@ -144,7 +184,11 @@ pub fn error_rows(benches: &BTreeMap<String, CanbenchFigures>) -> Vec<ErrorRow> 
             })
         })
         .collect();
-    if let Some(base) = rows.iter().find(|r| r.pct == 0).map(|r| r.per_successful_op) {
+    if let Some(base) = rows
+        .iter()
+        .find(|r| r.pct == 0)
+        .map(|r| r.per_successful_op)
+    {
         for r in &mut rows {
             r.delta_pct = Some((r.per_successful_op - base) / base * 100.0);
         }
@@ -194,12 +238,26 @@ pub struct FloorRow {
 /// The floor comparison: floor, prepare_cached, execute_batch, batched insert.
 pub fn floor_rows(benches: &BTreeMap<String, CanbenchFigures>) -> Vec<FloorRow> {
     let steps = [
-        ("floor_insert_10000", "same INSERT ×10,000 in one transaction, cached statement (the floor)"),
-        ("breakdown_prepare_cached_10000", "for comparison: rusqlite prepare_cached per op with SqlValue binding (not on the batched path)"),
-        ("breakdown_execute_batch_10000", "floor + batch_core::execute_batch (statement held per batch, SqlValue binding, outcome per op)"),
-        ("batched_insert_10000", "+ queue: submit, meter, outcome store (the batched path)"),
+        (
+            "floor_insert_10000",
+            "same INSERT ×10,000 in one transaction, cached statement (the floor)",
+        ),
+        (
+            "breakdown_prepare_cached_10000",
+            "for comparison: rusqlite prepare_cached per op with SqlValue binding (not on the batched path)",
+        ),
+        (
+            "breakdown_execute_batch_10000",
+            "floor + batch_core::execute_batch (statement held per batch, SqlValue binding, outcome per op)",
+        ),
+        (
+            "batched_insert_10000",
+            "+ queue: submit, meter, outcome store (the batched path)",
+        ),
     ];
-    let Some(floor) = per_op(benches, "floor_insert_10000", FIXED_OPS) else { return Vec::new() };
+    let Some(floor) = per_op(benches, "floor_insert_10000", FIXED_OPS) else {
+        return Vec::new();
+    };
     steps
         .iter()
         .filter_map(|(bench, what)| {
@@ -235,7 +293,12 @@ pub fn targets(benches: &BTreeMap<String, CanbenchFigures>) -> Vec<TargetCheck> 
     out.push(match (floor, batched) {
         (Some(f), Some(b)) => TargetCheck {
             target: format!("batched insert ≤ {FLOOR_TARGET:.2}× the floor (10,000 ops)"),
-            measured: format!("{:.3}× ({} vs {} instructions/op)", b / f, fmt_f(b), fmt_f(f)),
+            measured: format!(
+                "{:.3}× ({} vs {} instructions/op)",
+                b / f,
+                fmt_f(b),
+                fmt_f(f)
+            ),
             met: Some(b / f <= FLOOR_TARGET),
             breakdown_benches: vec![
                 "batched_insert_10000".into(),
@@ -254,28 +317,51 @@ pub fn targets(benches: &BTreeMap<String, CanbenchFigures>) -> Vec<TargetCheck> 
     let gains = gain_rows(benches);
     for kind in OP_KINDS {
         let target = format!("gain at N = 1000 ≥ {GAIN_TARGET:.0}× ({kind})");
-        out.push(match gains.iter().find(|g| g.kind == kind && g.n == 1_000) {
-            Some(g) => TargetCheck {
-                target,
-                measured: format!("{:.1}×", g.gain),
-                met: Some(g.gain >= GAIN_TARGET),
-                breakdown_benches: vec![format!("batched_{kind}_1000"), format!("unbatched_{kind}_1000")],
+        out.push(
+            match gains.iter().find(|g| g.kind == kind && g.n == 1_000) {
+                Some(g) => TargetCheck {
+                    target,
+                    measured: format!("{:.1}×", g.gain),
+                    met: Some(g.gain >= GAIN_TARGET),
+                    breakdown_benches: vec![
+                        format!("batched_{kind}_1000"),
+                        format!("unbatched_{kind}_1000"),
+                    ],
+                },
+                None => TargetCheck {
+                    target,
+                    measured: "not measured".into(),
+                    met: None,
+                    breakdown_benches: vec![],
+                },
             },
-            None => TargetCheck { target, measured: "not measured".into(), met: None, breakdown_benches: vec![] },
-        });
+        );
     }
     let errors = error_rows(benches);
     for pct in [1, 2] {
-        let target = format!("error isolation: {pct}% failing ops within ±{ERROR_TARGET_PCT:.0}% per successful op");
-        out.push(match errors.iter().find(|r| r.pct == pct).and_then(|r| r.delta_pct) {
-            Some(d) => TargetCheck {
-                target,
-                measured: format!("{d:+.2}%"),
-                met: Some(d.abs() <= ERROR_TARGET_PCT),
-                breakdown_benches: vec![format!("errors_{pct}pct"), "errors_0pct".into()],
+        let target = format!(
+            "error isolation: {pct}% failing ops within ±{ERROR_TARGET_PCT:.0}% per successful op"
+        );
+        out.push(
+            match errors
+                .iter()
+                .find(|r| r.pct == pct)
+                .and_then(|r| r.delta_pct)
+            {
+                Some(d) => TargetCheck {
+                    target,
+                    measured: format!("{d:+.2}%"),
+                    met: Some(d.abs() <= ERROR_TARGET_PCT),
+                    breakdown_benches: vec![format!("errors_{pct}pct"), "errors_0pct".into()],
+                },
+                None => TargetCheck {
+                    target,
+                    measured: "not measured".into(),
+                    met: None,
+                    breakdown_benches: vec![],
+                },
             },
-            None => TargetCheck { target, measured: "not measured".into(), met: None, breakdown_benches: vec![] },
-        });
+        );
     }
     out
 }
@@ -295,7 +381,11 @@ pub fn fmt_u(n: u64) -> String {
 
 /// Formats a non-negative float rounded to an integer with thousands separators.
 pub fn fmt_f(x: f64) -> String {
-    if x.is_finite() && x >= 0.0 { fmt_u(x.round() as u64) } else { format!("{x}") }
+    if x.is_finite() && x >= 0.0 {
+        fmt_u(x.round() as u64)
+    } else {
+        format!("{x}")
+    }
 }
 
 /// Formats an instruction count like canbench (`1.94 B`, `202.28 M`).
@@ -309,7 +399,14 @@ mod tests {
     use crate::engine_runs::Measured;
 
     fn bench(i: u64) -> CanbenchFigures {
-        CanbenchFigures { total: Measured { calls: 1, instructions: i, ..Measured::default() }, scopes: BTreeMap::new() }
+        CanbenchFigures {
+            total: Measured {
+                calls: 1,
+                instructions: i,
+                ..Measured::default()
+            },
+            scopes: BTreeMap::new(),
+        }
     }
 
     fn sample() -> BTreeMap<String, CanbenchFigures> {

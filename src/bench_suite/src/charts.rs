@@ -27,12 +27,19 @@ pub struct Chart {
     pub series: Vec<Series>,
 }
 
-const COLORS: [RGBColor; 4] = [RGBColor(214, 39, 40), RGBColor(31, 119, 180), RGBColor(44, 160, 44), RGBColor(148, 103, 189)];
+const COLORS: [RGBColor; 4] = [
+    RGBColor(214, 39, 40),
+    RGBColor(31, 119, 180),
+    RGBColor(44, 160, 44),
+    RGBColor(148, 103, 189),
+];
 
 fn range(values: impl Iterator<Item = f64>) -> Option<(f64, f64)> {
     let (lo, hi) = values
         .filter(|v| v.is_finite() && *v > 0.0)
-        .fold((f64::INFINITY, 0.0f64), |(lo, hi), v| (lo.min(v), hi.max(v)));
+        .fold((f64::INFINITY, 0.0f64), |(lo, hi), v| {
+            (lo.min(v), hi.max(v))
+        });
     (hi > 0.0).then(|| (lo / 1.5, hi * 1.5))
 }
 
@@ -60,14 +67,24 @@ pub fn draw(chart: &Chart, path: &Path) -> Result<PathBuf> {
         .map_err(|x| e(&x))?;
     for (i, s) in chart.series.iter().enumerate() {
         let color = COLORS[i % COLORS.len()];
-        let points: Vec<(f64, f64)> =
-            s.points.iter().copied().filter(|(x, y)| *x > 0.0 && *y > 0.0).collect();
+        let points: Vec<(f64, f64)> = s
+            .points
+            .iter()
+            .copied()
+            .filter(|(x, y)| *x > 0.0 && *y > 0.0)
+            .collect();
         ctx.draw_series(LineSeries::new(points.clone(), color.stroke_width(2)))
             .map_err(|x| e(&x))?
             .label(s.label.as_str())
-            .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], color.stroke_width(2)));
-        ctx.draw_series(points.into_iter().map(|p| Circle::new(p, 4, color.filled())))
-            .map_err(|x| e(&x))?;
+            .legend(move |(x, y)| {
+                PathElement::new(vec![(x, y), (x + 20, y)], color.stroke_width(2))
+            });
+        ctx.draw_series(
+            points
+                .into_iter()
+                .map(|p| Circle::new(p, 4, color.filled())),
+        )
+        .map_err(|x| e(&x))?;
     }
     ctx.configure_series_labels()
         .background_style(WHITE.mix(0.8))
@@ -92,8 +109,14 @@ mod tests {
             x_label: "N".into(),
             y_label: "instructions/op".into(),
             series: vec![
-                Series { label: "unbatched".into(), points: vec![(1.0, 4e5), (10.0, 4e5), (1000.0, 3.9e5)] },
-                Series { label: "batched".into(), points: vec![(1.0, 7e5), (10.0, 9e4), (1000.0, 2e4)] },
+                Series {
+                    label: "unbatched".into(),
+                    points: vec![(1.0, 4e5), (10.0, 4e5), (1000.0, 3.9e5)],
+                },
+                Series {
+                    label: "batched".into(),
+                    points: vec![(1.0, 7e5), (10.0, 9e4), (1000.0, 2e4)],
+                },
             ],
         };
         let p = draw(&chart, &dir.join("c.svg")).unwrap();
@@ -102,7 +125,10 @@ mod tests {
         assert!(svg.contains("insert: instructions per op"));
         assert!(svg.contains("unbatched") && svg.contains("batched"));
         std::fs::remove_dir_all(&dir).unwrap();
-        let empty = Chart { series: vec![], ..chart };
+        let empty = Chart {
+            series: vec![],
+            ..chart
+        };
         assert!(draw(&empty, Path::new("/nonexistent/x.svg")).is_err());
     }
 }

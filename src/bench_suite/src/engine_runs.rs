@@ -80,7 +80,10 @@ pub fn engine() -> Result<Engine> {
 /// Reads and loads a wasm, pointing to `scripts/build.sh` when it is absent.
 pub fn load(engine: &Engine, path: &Path, build_hint: &str) -> Result<Program> {
     if !path.is_file() {
-        bail!("{} does not exist; build it first with `{build_hint}`", path.display());
+        bail!(
+            "{} does not exist; build it first with `{build_hint}`",
+            path.display()
+        );
     }
     engine
         .load_file(path)
@@ -99,9 +102,15 @@ pub fn run_canbench(
     let started = Instant::now();
     let (mut canister, _) = Canister::install(engine, program, &[], Settings::benchmarking())
         .context("installing the canbench wasm")?;
-    let names: Vec<String> =
-        program.canbench_benchmarks().into_iter().filter(|n| filter(n)).collect();
-    ensure!(!names.is_empty(), "the canbench wasm exports no __canbench__ benchmarks");
+    let names: Vec<String> = program
+        .canbench_benchmarks()
+        .into_iter()
+        .filter(|n| filter(n))
+        .collect();
+    ensure!(
+        !names.is_empty(),
+        "the canbench wasm exports no __canbench__ benchmarks"
+    );
     let mut benches = BTreeMap::new();
     for (i, name) in names.iter().enumerate() {
         progress.step(&format!("canbench [{}/{}] {name}", i + 1, names.len()));
@@ -118,7 +127,11 @@ pub fn run_canbench(
             name.clone(),
             CanbenchFigures {
                 total: measured(&r.total),
-                scopes: r.scopes.iter().map(|(k, v)| (k.clone(), measured(v))).collect(),
+                scopes: r
+                    .scopes
+                    .iter()
+                    .map(|(k, v)| (k.clone(), measured(v)))
+                    .collect(),
             },
         );
     }
@@ -142,7 +155,10 @@ struct InitArgs {
 
 #[derive(CandidType, Deserialize, Clone, Debug, PartialEq)]
 enum Outcome {
-    Committed { rows_changed: u64, last_insert_rowid: i64 },
+    Committed {
+        rows_changed: u64,
+        last_insert_rowid: i64,
+    },
     Failed(String),
 }
 
@@ -243,10 +259,15 @@ fn install_with_fixture(engine: &Engine, program: &Program, args: InitArgs) -> R
     }
     for ops in batches {
         let exec = c.update("execute_batch", &Encode!(&ops)?)?;
-        let outcomes = Decode!(reply("execute_batch", &exec)?, Result<Vec<Outcome>, WriteError>)?
-            .map_err(|e| anyhow!("fixture execute_batch: {e:?}"))?;
+        let outcomes = Decode!(
+            reply("execute_batch", &exec)?,
+            Result<Vec<Outcome>, WriteError>
+        )?
+        .map_err(|e| anyhow!("fixture execute_batch: {e:?}"))?;
         ensure!(
-            outcomes.iter().all(|o| matches!(o, Outcome::Committed { .. })),
+            outcomes
+                .iter()
+                .all(|o| matches!(o, Outcome::Committed { .. })),
             "fixture: an op failed"
         );
     }
@@ -278,7 +299,10 @@ fn record(kind: MessageKind, exec: &Execution) -> MessageRecord {
 }
 
 fn ingress(method: &str, arg: &[u8]) -> MessageKind {
-    MessageKind::Ingress { method: method.to_string(), bytes: ingress_bytes(arg.len(), method) }
+    MessageKind::Ingress {
+        method: method.to_string(),
+        bytes: ingress_bytes(arg.len(), method),
+    }
 }
 
 /// Classifies what `tick` ran: the timer task, the self-call it makes, and its callback.
@@ -308,7 +332,10 @@ pub fn run_mode(engine: &Engine, program: &Program, mode: Mode, n: usize) -> Res
                 let arg = Encode!(&user_id, &amount)?;
                 let exec = c.update("create_order", &arg)?;
                 let out = Decode!(reply("create_order", &exec)?, Outcome)?;
-                ensure!(matches!(out, Outcome::Committed { .. }), "create_order {i}: {out:?}");
+                ensure!(
+                    matches!(out, Outcome::Committed { .. }),
+                    "create_order {i}: {out:?}"
+                );
                 ok += 1;
                 messages.push(record(ingress("create_order", &arg), &exec));
             }
@@ -335,7 +362,12 @@ pub fn run_mode(engine: &Engine, program: &Program, mode: Mode, n: usize) -> Res
             for _ in 0..100 {
                 c.advance_time(MAX_DELAY_MS * 1_000_000 + 1);
                 for exec in c.tick()? {
-                    ensure!(!exec.result.is_trap(), "{} trapped: {:?}", exec.entry, exec.result);
+                    ensure!(
+                        !exec.result.is_trap(),
+                        "{} trapped: {:?}",
+                        exec.entry,
+                        exec.result
+                    );
                     messages.push(record(tick_kind(&exec), &exec));
                 }
                 let q = c.query("stats", &Encode!()?)?;
@@ -344,8 +376,15 @@ pub fn run_mode(engine: &Engine, program: &Program, mode: Mode, n: usize) -> Res
                     break;
                 }
             }
-            ensure!(stats.pending == 0, "the timer did not flush the queue: {stats:?}");
-            ensure!(stats.committed == n as u64, "{} of {n} ops committed: {stats:?}", stats.committed);
+            ensure!(
+                stats.pending == 0,
+                "the timer did not flush the queue: {stats:?}"
+            );
+            ensure!(
+                stats.committed == n as u64,
+                "{} of {n} ops committed: {stats:?}",
+                stats.committed
+            );
             committed = stats.committed;
             // Every timer task made one self-call of known size.
             for m in &mut messages {
@@ -364,18 +403,28 @@ pub fn run_mode(engine: &Engine, program: &Program, mode: Mode, n: usize) -> Res
                 .collect();
             let arg = Encode!(&ops)?;
             let exec = c.update("execute_batch", &arg)?;
-            let outcomes =
-                Decode!(reply("execute_batch", &exec)?, Result<Vec<Outcome>, WriteError>)?
-                    .map_err(|e| anyhow!("execute_batch: {e:?}"))?;
+            let outcomes = Decode!(
+                reply("execute_batch", &exec)?,
+                Result<Vec<Outcome>, WriteError>
+            )?
+            .map_err(|e| anyhow!("execute_batch: {e:?}"))?;
             ensure!(
-                outcomes.len() == n && outcomes.iter().all(|o| matches!(o, Outcome::Committed { .. })),
+                outcomes.len() == n
+                    && outcomes
+                        .iter()
+                        .all(|o| matches!(o, Outcome::Committed { .. })),
                 "execute_batch: not every op committed"
             );
             committed = n as u64;
             messages.push(record(ingress("execute_batch", &arg), &exec));
         }
     }
-    Ok(ModeRun { mode, n: n as u64, committed, messages })
+    Ok(ModeRun {
+        mode,
+        n: n as u64,
+        committed,
+        messages,
+    })
 }
 
 impl Stats {

@@ -118,7 +118,10 @@ mod tests {
 
     #[test]
     fn scale_is_integer_division_of_the_sum() {
-        assert_eq!(scale(F.update_message_execution_fee, 13), F.update_message_execution_fee);
+        assert_eq!(
+            scale(F.update_message_execution_fee, 13),
+            F.update_message_execution_fee
+        );
         let sum = F.update_message_execution_fee + 7;
         assert_eq!(scale(sum, 34), sum * 34 / 13);
         // Scaling the sum is not the sum of the scaled parts (integer division).

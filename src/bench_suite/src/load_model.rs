@@ -113,7 +113,12 @@ pub struct LoadResult {
 }
 
 /// Runs the model for `mode` at `concurrency` calls per round.
-pub fn simulate(model: &RoundModel, costs: &CallCosts, mode: LoadMode, concurrency: u64) -> LoadResult {
+pub fn simulate(
+    model: &RoundModel,
+    costs: &CallCosts,
+    mode: LoadMode,
+    concurrency: u64,
+) -> LoadResult {
     let mut ingress: VecDeque<u64> = VecDeque::new(); // arrival round of each waiting call
     let mut pending: VecDeque<u64> = VecDeque::new(); // arrival round of each queued op
     let mut latencies: Vec<u64> = Vec::new();
@@ -164,7 +169,9 @@ pub fn simulate(model: &RoundModel, costs: &CallCosts, mode: LoadMode, concurren
             budget -= model.overhead_per_canister as i128;
         }
         while budget > 0 {
-            let Some(arrived) = ingress.pop_front() else { break };
+            let Some(arrived) = ingress.pop_front() else {
+                break;
+            };
             budget -= model.overhead_per_execution as i128;
             match mode {
                 LoadMode::Unbatched => {
@@ -244,7 +251,9 @@ pub fn fit_line(points: &[(f64, f64)]) -> Option<(f64, f64)> {
     if points.len() < 2 {
         return None;
     }
-    let (sx, sy) = points.iter().fold((0.0, 0.0), |(a, b), (x, y)| (a + x, b + y));
+    let (sx, sy) = points
+        .iter()
+        .fold((0.0, 0.0), |(a, b), (x, y)| (a + x, b + y));
     let (mx, my) = (sx / n, sy / n);
     let sxx: f64 = points.iter().map(|(x, _)| (x - mx) * (x - mx)).sum();
     if sxx == 0.0 {
@@ -324,7 +333,10 @@ mod tests {
 
     #[test]
     fn size_trigger_flushes_in_the_submitting_call() {
-        let m = RoundModel { flush_size: 5, ..model() };
+        let m = RoundModel {
+            flush_size: 5,
+            ..model()
+        };
         let r = simulate(&m, &costs(), LoadMode::Batched, 10);
         assert_eq!(r.committed, 30);
         assert_eq!(r.p99_rounds_to_commit, 1);
@@ -332,7 +344,12 @@ mod tests {
 
     #[test]
     fn full_queue_answers_queue_full() {
-        let m = RoundModel { max_pending: 4, flush_size: 4, flush_budget: 1, ..model() };
+        let m = RoundModel {
+            max_pending: 4,
+            flush_size: 4,
+            flush_budget: 1,
+            ..model()
+        };
         // A flush budget below the fixed cost commits nothing: the queue stays full.
         let r = simulate(&m, &costs(), LoadMode::Batched, 10);
         assert_eq!(r.committed, 0);

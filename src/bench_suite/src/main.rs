@@ -11,7 +11,11 @@ use bench_suite::suite::{self, Scale, SuiteConfig};
 use clap::{Args, Parser, Subcommand};
 
 #[derive(Parser)]
-#[command(name = "bench-suite", version, about = "Benchmark suite of the batched SQLite canister on the offline engine (wasmtime, IC metering)")]
+#[command(
+    name = "bench-suite",
+    version,
+    about = "Benchmark suite of the batched SQLite canister on the offline engine (wasmtime, IC metering)"
+)]
 struct Cli {
     #[command(subcommand)]
     command: Command,
@@ -63,7 +67,11 @@ enum Command {
 }
 
 fn config(scale: Scale, w: &Wasms) -> SuiteConfig {
-    SuiteConfig { scale, deployable_wasm: w.wasm.clone(), canbench_wasm: w.canbench_wasm.clone() }
+    SuiteConfig {
+        scale,
+        deployable_wasm: w.wasm.clone(),
+        canbench_wasm: w.canbench_wasm.clone(),
+    }
 }
 
 fn main() -> ExitCode {
@@ -81,19 +89,34 @@ fn real_main() -> Result<ExitCode> {
     let mut progress = Progress::stderr();
     match cli.command {
         Command::Run { scale, out, wasms } => {
-            progress.step(&format!("bench-suite run --scale {} (engine: {})", scale.label(), bench_suite::engine_runs::ENGINE_LABEL));
+            progress.step(&format!(
+                "bench-suite run --scale {} (engine: {})",
+                scale.label(),
+                bench_suite::engine_runs::ENGINE_LABEL
+            ));
             let results = suite::run(&config(scale, &wasms), &mut progress)?;
             let files = bench_suite::output::write_all(&results, &out)?;
             for f in &files {
                 println!("wrote {}", f.display());
             }
-            progress.step(&format!("done: suite wall time {:.1} s", results.wall_seconds));
+            progress.step(&format!(
+                "done: suite wall time {:.1} s",
+                results.wall_seconds
+            ));
             Ok(ExitCode::SUCCESS)
         }
-        Command::Check { baseline, threshold, wasms } => {
+        Command::Check {
+            baseline,
+            threshold,
+            wasms,
+        } => {
             let base = Baseline::read(&baseline)?;
             let results = suite::run(&config(Scale::Ci, &wasms), &mut progress)?;
-            let changes = regression::compare(&base.benches, &suite::regression_figures(&results), threshold);
+            let changes = regression::compare(
+                &base.benches,
+                &suite::regression_figures(&results),
+                threshold,
+            );
             println!(
                 "Instruction regression check (engine: {}; baseline {} of {}, threshold +{threshold}%)\n",
                 results.engine,
@@ -102,7 +125,9 @@ fn real_main() -> Result<ExitCode> {
             );
             println!("{}", regression::render_table(&changes, threshold));
             if regression::has_regression(&changes) {
-                println!("FAILED: instructions rose more than {threshold}% over the baseline. If intended, run `bench-suite update-baseline` and commit it.");
+                println!(
+                    "FAILED: instructions rose more than {threshold}% over the baseline. If intended, run `bench-suite update-baseline` and commit it."
+                );
                 Ok(ExitCode::from(1))
             } else {
                 println!("OK: no benchmark rose more than {threshold}%.");
@@ -120,10 +145,15 @@ fn real_main() -> Result<ExitCode> {
                 benches: suite::regression_figures(&results),
             };
             if let Some(dir) = baseline.parent().filter(|d| !d.as_os_str().is_empty()) {
-                std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+                std::fs::create_dir_all(dir)
+                    .with_context(|| format!("creating {}", dir.display()))?;
             }
             b.write(&baseline)?;
-            println!("wrote {} ({} benchmarks)", baseline.display(), b.benches.len());
+            println!(
+                "wrote {} ({} benchmarks)",
+                baseline.display(),
+                b.benches.len()
+            );
             Ok(ExitCode::SUCCESS)
         }
     }

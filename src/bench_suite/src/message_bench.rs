@@ -151,10 +151,17 @@ pub fn summarize(fees: &FeeSchedule, run: &ModeRun) -> ModeSummary {
     let n = run.n.max(1);
     let sum = |f: &dyn Fn(&MessageRecord) -> u64| run.messages.iter().map(f).sum::<u64>();
     let billed = sum(&|m| m.billed_instructions);
-    let ingress_messages =
-        run.messages.iter().filter(|m| matches!(m.kind, MessageKind::Ingress { .. })).count() as u64;
-    let cycles = SUBNET_SIZES
-        .map(|nodes| run.messages.iter().map(|m| message_cycles(fees, m, nodes)).sum::<u128>());
+    let ingress_messages = run
+        .messages
+        .iter()
+        .filter(|m| matches!(m.kind, MessageKind::Ingress { .. }))
+        .count() as u64;
+    let cycles = SUBNET_SIZES.map(|nodes| {
+        run.messages
+            .iter()
+            .map(|m| message_cycles(fees, m, nodes))
+            .sum::<u128>()
+    });
     let per_million = cycles.map(|c| c * 1_000_000 / n as u128);
     ModeSummary {
         mode: run.mode,
@@ -181,7 +188,14 @@ mod tests {
     use crate::fees::IC_2025;
 
     fn msg(kind: MessageKind, billed: u64) -> MessageRecord {
-        MessageRecord { kind, entry: "x".into(), instructions: billed - 10, billed_instructions: billed, heap_dirty_pages: 0, stable_dirty_pages: 0 }
+        MessageRecord {
+            kind,
+            entry: "x".into(),
+            instructions: billed - 10,
+            billed_instructions: billed,
+            heap_dirty_pages: 0,
+            stable_dirty_pages: 0,
+        }
     }
 
     #[test]
@@ -192,9 +206,26 @@ mod tests {
             n: 2,
             committed: 2,
             messages: vec![
-                msg(MessageKind::Ingress { method: "m".into(), bytes: 30 }, 1_000),
-                msg(MessageKind::Ingress { method: "m".into(), bytes: 30 }, 1_000),
-                msg(MessageKind::Timer { self_call_bytes: 41 }, 500),
+                msg(
+                    MessageKind::Ingress {
+                        method: "m".into(),
+                        bytes: 30,
+                    },
+                    1_000,
+                ),
+                msg(
+                    MessageKind::Ingress {
+                        method: "m".into(),
+                        bytes: 30,
+                    },
+                    1_000,
+                ),
+                msg(
+                    MessageKind::Timer {
+                        self_call_bytes: 41,
+                    },
+                    500,
+                ),
                 msg(MessageKind::SelfCall, 70_000),
                 msg(MessageKind::Callback, 300),
             ],

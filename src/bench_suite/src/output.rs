@@ -47,7 +47,11 @@ pub fn charts(r: &SuiteResults) -> Vec<(String, Chart)> {
                 y_label: "instructions per op".into(),
                 series: vec![Series {
                     label: "batched insert".into(),
-                    points: r.flush.iter().map(|f| (f.flush_size as f64, f.per_op)).collect(),
+                    points: r
+                        .flush
+                        .iter()
+                        .map(|f| (f.flush_size as f64, f.per_op))
+                        .collect(),
                 }],
             },
         ));
@@ -69,7 +73,9 @@ pub fn charts(r: &SuiteResults) -> Vec<(String, Chart)> {
         out.push((
             "message_modes.svg".into(),
             Chart {
-                title: format!("create_order: billed instructions per op incl. message overhead ({tag})"),
+                title: format!(
+                    "create_order: billed instructions per op incl. message overhead ({tag})"
+                ),
                 x_label: "N (ops)".into(),
                 y_label: "billed instructions per op".into(),
                 series: modes,
@@ -87,15 +93,20 @@ pub fn write_all(r: &SuiteResults, dir: &Path) -> Result<Vec<PathBuf>> {
     let mut links = Vec::new();
     for (file, chart) in charts(r) {
         let path = charts::draw(&chart, &dir.join(&file))?;
-        links.push(ChartLink { title: chart.title.clone(), file });
+        links.push(ChartLink {
+            title: chart.title.clone(),
+            file,
+        });
         written.push(path);
     }
     let json = serde_json::to_string_pretty(r).context("serializing results")?;
     let results = dir.join("results.json");
-    std::fs::write(&results, json + "\n").with_context(|| format!("writing {}", results.display()))?;
+    std::fs::write(&results, json + "\n")
+        .with_context(|| format!("writing {}", results.display()))?;
     written.push(results);
     let md = dir.join("REPORT.md");
-    std::fs::write(&md, report::render(r, &links)).with_context(|| format!("writing {}", md.display()))?;
+    std::fs::write(&md, report::render(r, &links))
+        .with_context(|| format!("writing {}", md.display()))?;
     written.push(md);
     Ok(written)
 }
@@ -110,12 +121,24 @@ mod tests {
         let dir = std::env::temp_dir().join(format!("bench_suite_out_{}", std::process::id()));
         let r = synthetic_results();
         let files = write_all(&r, &dir).unwrap();
-        let names: Vec<String> =
-            files.iter().map(|p| p.file_name().unwrap().to_string_lossy().into_owned()).collect();
-        for n in ["per_op_insert.svg", "per_op_update.svg", "per_op_delete.svg", "flush_size.svg", "message_modes.svg", "results.json", "REPORT.md"] {
+        let names: Vec<String> = files
+            .iter()
+            .map(|p| p.file_name().unwrap().to_string_lossy().into_owned())
+            .collect();
+        for n in [
+            "per_op_insert.svg",
+            "per_op_update.svg",
+            "per_op_delete.svg",
+            "flush_size.svg",
+            "message_modes.svg",
+            "results.json",
+            "REPORT.md",
+        ] {
             assert!(names.iter().any(|x| x == n), "{n} not written: {names:?}");
         }
-        let json: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(dir.join("results.json")).unwrap()).unwrap();
+        let json: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(dir.join("results.json")).unwrap())
+                .unwrap();
         assert_eq!(json["engine"], "offline (wasmtime, IC metering)");
         assert_eq!(json["scale"], "Ci");
         assert!(json["canbench_wasm"]["sha256"].as_str().unwrap().len() == 64);

@@ -13,12 +13,18 @@ pub struct Progress {
 impl Progress {
     /// Progress on stderr, timed from now.
     pub fn stderr() -> Progress {
-        Progress { started: Instant::now(), quiet: false }
+        Progress {
+            started: Instant::now(),
+            quiet: false,
+        }
     }
 
     /// Progress that prints nothing.
     pub fn quiet() -> Progress {
-        Progress { started: Instant::now(), quiet: true }
+        Progress {
+            started: Instant::now(),
+            quiet: true,
+        }
     }
 
     /// Seconds since the start.

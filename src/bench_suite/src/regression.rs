@@ -31,8 +31,12 @@ pub struct Baseline {
 impl Baseline {
     /// Reads a baseline file.
     pub fn read(path: &Path) -> Result<Baseline> {
-        let text = std::fs::read_to_string(path)
-            .with_context(|| format!("reading baseline {} (create it with `bench-suite update-baseline`)", path.display()))?;
+        let text = std::fs::read_to_string(path).with_context(|| {
+            format!(
+                "reading baseline {} (create it with `bench-suite update-baseline`)",
+                path.display()
+            )
+        })?;
         serde_json::from_str(&text).with_context(|| format!("parsing baseline {}", path.display()))
     }
 
@@ -119,7 +123,13 @@ pub fn compare(
                     (Some(d), s)
                 }
             };
-            Change { name: name.clone(), baseline: old, new: cur, delta_pct, status }
+            Change {
+                name: name.clone(),
+                baseline: old,
+                new: cur,
+                delta_pct,
+                status,
+            }
         })
         .collect()
 }
@@ -136,8 +146,18 @@ pub fn render_table(changes: &[Change], threshold_pct: f64) -> String {
     let _ = writeln!(s, "| benchmark | baseline | new | Δ% | status |");
     let _ = writeln!(s, "|---|---:|---:|---:|---|");
     for c in changes {
-        let d = c.delta_pct.map(|d| format!("{d:+.2}%")).unwrap_or_else(|| "-".into());
-        let _ = writeln!(s, "| {} | {} | {} | {d} | {} |", c.name, cell(c.baseline), cell(c.new), c.status.label());
+        let d = c
+            .delta_pct
+            .map(|d| format!("{d:+.2}%"))
+            .unwrap_or_else(|| "-".into());
+        let _ = writeln!(
+            s,
+            "| {} | {} | {} | {d} | {} |",
+            c.name,
+            cell(c.baseline),
+            cell(c.new),
+            c.status.label()
+        );
     }
     let count = |st: Status| changes.iter().filter(|c| c.status == st).count();
     let _ = writeln!(
@@ -164,8 +184,24 @@ mod tests {
 
     #[test]
     fn classifies_every_case() {
-        let old = map(&[("reg", 1_000), ("imp", 1_000), ("within", 1_000), ("same", 7), ("gone", 5), ("edge", 1_000), ("zero", 0)]);
-        let new = map(&[("reg", 1_021), ("imp", 970), ("within", 1_019), ("same", 7), ("fresh", 9), ("edge", 1_020), ("zero", 1)]);
+        let old = map(&[
+            ("reg", 1_000),
+            ("imp", 1_000),
+            ("within", 1_000),
+            ("same", 7),
+            ("gone", 5),
+            ("edge", 1_000),
+            ("zero", 0),
+        ]);
+        let new = map(&[
+            ("reg", 1_021),
+            ("imp", 970),
+            ("within", 1_019),
+            ("same", 7),
+            ("fresh", 9),
+            ("edge", 1_020),
+            ("zero", 1),
+        ]);
         let ch = compare(&old, &new, DEFAULT_THRESHOLD_PCT);
         let st = |n: &str| ch.iter().find(|c| c.name == n).unwrap().status;
         assert_eq!(st("reg"), Status::Regressed);
@@ -178,7 +214,10 @@ mod tests {
         assert_eq!(st("zero"), Status::Regressed);
         assert!(has_regression(&ch));
         let ok = compare(&old, &map(&[("imp", 1)]), 2.0);
-        assert!(!has_regression(&ok), "new, removed and improved do not fail");
+        assert!(
+            !has_regression(&ok),
+            "new, removed and improved do not fail"
+        );
     }
 
     #[test]

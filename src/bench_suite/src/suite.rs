@@ -143,8 +143,11 @@ pub struct CallOverhead {
 /// Mean (instructions, billed) of the ingress calls of the largest run of `mode`.
 fn mean_call(runs: &[ModeRun], mode: Mode) -> Option<(u64, u64)> {
     let run = runs.iter().filter(|r| r.mode == mode).max_by_key(|r| r.n)?;
-    let calls: Vec<_> =
-        run.messages.iter().filter(|m| matches!(m.kind, MessageKind::Ingress { .. })).collect();
+    let calls: Vec<_> = run
+        .messages
+        .iter()
+        .filter(|m| matches!(m.kind, MessageKind::Ingress { .. }))
+        .collect();
     let n = calls.len() as u64;
     (n > 0).then(|| {
         (
@@ -157,9 +160,10 @@ fn mean_call(runs: &[ModeRun], mode: Mode) -> Option<(u64, u64)> {
 /// The overhead rows for `create_order` and `submit_create_order` (N = 1000 canbench figures).
 pub fn call_overheads(runs: &[ModeRun], canbench: &CanbenchRun) -> Vec<CallOverhead> {
     let mut out = Vec::new();
-    if let (Some((i, b)), Some(c)) =
-        (mean_call(runs, Mode::Unbatched), canbench.benches.get("unbatched_insert_1000"))
-    {
+    if let (Some((i, b)), Some(c)) = (
+        mean_call(runs, Mode::Unbatched),
+        canbench.benches.get("unbatched_insert_1000"),
+    ) {
         out.push(CallOverhead {
             method: "create_order".into(),
             message_instructions: i,
@@ -170,7 +174,10 @@ pub fn call_overheads(runs: &[ModeRun], canbench: &CanbenchRun) -> Vec<CallOverh
     }
     if let (Some((i, b)), Some(s)) = (
         mean_call(runs, Mode::SubmitAndTimer),
-        canbench.benches.get("batched_insert_1000").and_then(|c| c.scopes.get("submit_and_size_flushes")),
+        canbench
+            .benches
+            .get("batched_insert_1000")
+            .and_then(|c| c.scopes.get("submit_and_size_flushes")),
     ) {
         out.push(CallOverhead {
             method: "submit_create_order".into(),
@@ -199,18 +206,34 @@ pub fn derive_call_costs(runs: &[ModeRun]) -> Option<CallCosts> {
     };
     let unbatched_call = mean_ingress(largest(Mode::Unbatched)?)?;
     let submit_call = mean_ingress(largest(Mode::SubmitAndTimer)?)?;
-    let batched: Vec<&ModeRun> = runs.iter().filter(|r| r.mode == Mode::SubmitAndTimer).collect();
+    let batched: Vec<&ModeRun> = runs
+        .iter()
+        .filter(|r| r.mode == Mode::SubmitAndTimer)
+        .collect();
     let sum_of = |r: &ModeRun, f: &dyn Fn(&MessageKind) -> bool| {
-        r.messages.iter().filter(|m| f(&m.kind)).map(|m| m.billed_instructions).sum::<u64>()
+        r.messages
+            .iter()
+            .filter(|m| f(&m.kind))
+            .map(|m| m.billed_instructions)
+            .sum::<u64>()
     };
     let points: Vec<(f64, f64)> = batched
         .iter()
-        .map(|r| (r.n as f64, sum_of(r, &|k| matches!(k, MessageKind::SelfCall)) as f64))
+        .map(|r| {
+            (
+                r.n as f64,
+                sum_of(r, &|k| matches!(k, MessageKind::SelfCall)) as f64,
+            )
+        })
         .collect();
     let (a, b) = load_model::fit_line(&points)?;
     let overhead: u64 = batched
         .iter()
-        .map(|r| sum_of(r, &|k| matches!(k, MessageKind::Timer { .. } | MessageKind::Callback)))
+        .map(|r| {
+            sum_of(r, &|k| {
+                matches!(k, MessageKind::Timer { .. } | MessageKind::Callback)
+            })
+        })
         .sum::<u64>()
         / batched.len() as u64;
     Some(CallCosts {
@@ -261,7 +284,11 @@ pub fn civil_date(days: u64) -> String {
 /// scale, or above it at CI scale, the wasm was built with another BENCH_SCALE_DIVISOR, and
 /// its seed figures would be mislabelled.
 pub fn check_scale(scale: Scale, canbench: &CanbenchRun) -> Result<()> {
-    let Some(users) = canbench.benches.get("seed_add_users").map(|b| b.total.instructions) else {
+    let Some(users) = canbench
+        .benches
+        .get("seed_add_users")
+        .map(|b| b.total.instructions)
+    else {
         return Ok(());
     };
     let published = analysis::SEED_004[0].2;
@@ -282,7 +309,11 @@ pub fn run(config: &SuiteConfig, progress: &mut Progress) -> Result<SuiteResults
         (&config.canbench_wasm, BUILD_HINT_CANBENCH),
         (&config.deployable_wasm, BUILD_HINT_DEPLOYABLE),
     ] {
-        anyhow::ensure!(path.is_file(), "{} does not exist; build it first with `{hint}`", path.display());
+        anyhow::ensure!(
+            path.is_file(),
+            "{} does not exist; build it first with `{hint}`",
+            path.display()
+        );
     }
     let engine = engine_runs::engine()?;
     progress.step(&format!("loading {}", config.canbench_wasm.display()));
@@ -295,14 +326,25 @@ pub fn run(config: &SuiteConfig, progress: &mut Progress) -> Result<SuiteResults
     for mode in Mode::ALL {
         for &n in config.scale.message_sizes() {
             progress.step(&format!("message-level: {} N = {n}", mode.label()));
-            message_runs.push(engine_runs::run_mode(&engine, &deployable, mode, n as usize)?);
+            message_runs.push(engine_runs::run_mode(
+                &engine,
+                &deployable,
+                mode,
+                n as usize,
+            )?);
         }
     }
     progress.step("load model, report tables");
     let mut results = assemble(
         config.scale,
-        WasmInfo { path: config.deployable_wasm.display().to_string(), sha256: deployable.sha256_hex() },
-        WasmInfo { path: config.canbench_wasm.display().to_string(), sha256: canbench.wasm_sha256.clone() },
+        WasmInfo {
+            path: config.deployable_wasm.display().to_string(),
+            sha256: deployable.sha256_hex(),
+        },
+        WasmInfo {
+            path: config.canbench_wasm.display().to_string(),
+            sha256: canbench.wasm_sha256.clone(),
+        },
         canbench,
         message_runs,
     );
@@ -320,10 +362,15 @@ pub fn assemble(
 ) -> SuiteResults {
     let fees = IC_2025;
     let b = &canbench.benches;
-    let messages = message_runs.iter().map(|r| message_bench::summarize(&fees, r)).collect();
+    let messages = message_runs
+        .iter()
+        .map(|r| message_bench::summarize(&fees, r))
+        .collect();
     let call_costs = derive_call_costs(&message_runs);
     let load_model = RoundModel::default();
-    let load = call_costs.map(|c| run_load(&load_model, &c)).unwrap_or_default();
+    let load = call_costs
+        .map(|c| run_load(&load_model, &c))
+        .unwrap_or_default();
     SuiteResults {
         engine: ENGINE_LABEL.to_string(),
         date: today(),
@@ -359,7 +406,10 @@ pub fn regression_figures(results: &SuiteResults) -> BTreeMap<String, u64> {
         .map(|(k, v)| (format!("canbench/{k}"), v.total.instructions))
         .collect();
     for s in &results.messages {
-        m.insert(format!("message/{}/{}", s.mode.key(), s.n), s.billed_instructions);
+        m.insert(
+            format!("message/{}/{}", s.mode.key(), s.n),
+            s.billed_instructions,
+        );
     }
     m
 }
@@ -378,28 +428,70 @@ pub(crate) mod tests {
     }
 
     fn rec(kind: MessageKind, billed: u64) -> MessageRecord {
-        MessageRecord { kind, entry: String::new(), instructions: billed, billed_instructions: billed, heap_dirty_pages: 0, stable_dirty_pages: 0 }
+        MessageRecord {
+            kind,
+            entry: String::new(),
+            instructions: billed,
+            billed_instructions: billed,
+            heap_dirty_pages: 0,
+            stable_dirty_pages: 0,
+        }
     }
 
     /// Synthetic runs for unit tests of the arithmetic and rendering (never written to a report).
     pub(crate) fn synthetic_runs() -> Vec<ModeRun> {
-        let ing = |b| rec(MessageKind::Ingress { method: "m".into(), bytes: 40 }, b);
+        let ing = |b| {
+            rec(
+                MessageKind::Ingress {
+                    method: "m".into(),
+                    bytes: 40,
+                },
+                b,
+            )
+        };
         let mut runs = Vec::new();
         for n in [1u64, 10, 100] {
-            runs.push(ModeRun { mode: Mode::Unbatched, n, committed: n, messages: (0..n).map(|_| ing(500_000)).collect() });
+            runs.push(ModeRun {
+                mode: Mode::Unbatched,
+                n,
+                committed: n,
+                messages: (0..n).map(|_| ing(500_000)).collect(),
+            });
             let mut msgs: Vec<MessageRecord> = (0..n).map(|_| ing(50_000)).collect();
-            msgs.push(rec(MessageKind::Timer { self_call_bytes: 41 }, 20_000));
+            msgs.push(rec(
+                MessageKind::Timer {
+                    self_call_bytes: 41,
+                },
+                20_000,
+            ));
             msgs.push(rec(MessageKind::SelfCall, 700_000 + 20_000 * n));
             msgs.push(rec(MessageKind::Callback, 10_000));
-            runs.push(ModeRun { mode: Mode::SubmitAndTimer, n, committed: n, messages: msgs });
-            runs.push(ModeRun { mode: Mode::ClientBatch, n, committed: n, messages: vec![ing(700_000 + 22_000 * n)] });
+            runs.push(ModeRun {
+                mode: Mode::SubmitAndTimer,
+                n,
+                committed: n,
+                messages: msgs,
+            });
+            runs.push(ModeRun {
+                mode: Mode::ClientBatch,
+                n,
+                committed: n,
+                messages: vec![ing(700_000 + 22_000 * n)],
+            });
         }
         runs
     }
 
     pub(crate) fn synthetic_canbench() -> CanbenchRun {
         let mut benches = BTreeMap::new();
-        let b = |i| CanbenchFigures { total: Measured { calls: 1, instructions: i, ..Measured::default() }, scopes: BTreeMap::new() };
+        let b = |i| CanbenchFigures {
+            total: Measured {
+                calls: 1,
+                instructions: i,
+                ..Measured::default()
+            },
+            scopes: BTreeMap::new(),
+        };
         for n in analysis::BATCH_SIZES {
             for k in analysis::OP_KINDS {
                 benches.insert(format!("unbatched_{k}_{n}"), b(400_000 * n));
@@ -407,22 +499,45 @@ pub(crate) mod tests {
             }
         }
         let mut batched = b(210_000_000);
-        batched.scopes.insert("final_flush".into(), Measured { calls: 1, instructions: 200_000_000, ..Measured::default() });
+        batched.scopes.insert(
+            "final_flush".into(),
+            Measured {
+                calls: 1,
+                instructions: 200_000_000,
+                ..Measured::default()
+            },
+        );
         benches.insert("batched_insert_10000".into(), batched);
         benches.insert("floor_insert_10000".into(), b(150_000_000));
         benches.insert("errors_0pct".into(), b(200_000_000));
         benches.insert("errors_1pct".into(), b(198_000_000));
         benches.insert("errors_2pct".into(), b(196_000_000));
         for f in analysis::FLUSH_SIZES {
-            benches.insert(format!("flush_size_{f}"), b(200_000_000 + 100_000_000_000 / f));
+            benches.insert(
+                format!("flush_size_{f}"),
+                b(200_000_000 + 100_000_000_000 / f),
+            );
         }
         benches.insert("seed_add_users".into(), b(1_900_000_000));
-        CanbenchRun { wasm_sha256: "ab".repeat(32), benches, wall_seconds: 1.0 }
+        CanbenchRun {
+            wasm_sha256: "ab".repeat(32),
+            benches,
+            wall_seconds: 1.0,
+        }
     }
 
     pub(crate) fn synthetic_results() -> SuiteResults {
-        let w = |p: &str| WasmInfo { path: p.into(), sha256: "cd".repeat(32) };
-        assemble(Scale::Ci, w("d.wasm"), w("c.wasm"), synthetic_canbench(), synthetic_runs())
+        let w = |p: &str| WasmInfo {
+            path: p.into(),
+            sha256: "cd".repeat(32),
+        };
+        assemble(
+            Scale::Ci,
+            w("d.wasm"),
+            w("c.wasm"),
+            synthetic_canbench(),
+            synthetic_runs(),
+        )
     }
 
     #[test]
@@ -431,7 +546,12 @@ pub(crate) mod tests {
         assert!(check_scale(Scale::Full, &c).is_ok());
         assert!(check_scale(Scale::Ci, &c).is_err());
         let mut small = c.clone();
-        small.benches.get_mut("seed_add_users").unwrap().total.instructions = 18_000_000;
+        small
+            .benches
+            .get_mut("seed_add_users")
+            .unwrap()
+            .total
+            .instructions = 18_000_000;
         assert!(check_scale(Scale::Ci, &small).is_ok());
         assert!(check_scale(Scale::Full, &small).is_err());
     }
