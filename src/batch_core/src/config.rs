@@ -12,12 +12,14 @@ mod tests;
 /// | `flush_size` | 100 | size trigger: once this many ops are pending, a flush is due now |
 /// | `max_delay_ns` | 1 s | timer trigger: the oldest pending op waits at most this long |
 /// | `max_pending` | 10 000 | queue capacity; a full queue rejects submits with `QueueFull` |
-/// | `flush_instruction_budget` | 10 billion | a flush starts no new op after this many instructions |
+/// | `max_pending_bytes` | 128 MiB | queue capacity in bytes of SQL and parameters ([`WriteOp::size_bytes`](crate::WriteOp::size_bytes)) |
+/// | `flush_instruction_budget` | 10 billion | a flush starts no new op after this many instructions, and interrupts the running op at twice as many |
 /// | `outcome_capacity` | 10 000 | outcomes kept for [`status`](crate::BatchQueue::status) |
 ///
 /// The defaults suit an update or timer message on the Internet Computer (40 billion
-/// instructions per message): the budget is a quarter of it, leaving headroom for the op that is
-/// running when the budget is reached and for `COMMIT`, which writes the dirty pages.
+/// instructions per message): a flush uses at most [`max_flush_instructions`](Self::max_flush_instructions)
+/// (30 billion) on ops, whatever they are, leaving headroom for rollback, `COMMIT` (which writes
+/// the dirty pages) and the rest of the message.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Config {
     /// Number of pending ops at which a flush is due immediately
@@ -31,9 +33,17 @@ pub struct Config {
     /// Maximum number of pending ops. A submit to a full queue fails with
     /// [`SubmitError::QueueFull`](crate::SubmitError::QueueFull); nothing is dropped. At least 1.
     pub max_pending: usize,
+    /// Maximum total [`WriteOp::size_bytes`](crate::WriteOp::size_bytes) of the pending ops. A
+    /// submit that would exceed it fails with
+    /// [`SubmitError::QueueBytesFull`](crate::SubmitError::QueueBytesFull) (or
+    /// [`SubmitError::OpTooLarge`](crate::SubmitError::OpTooLarge) if the op alone exceeds it).
+    /// It bounds the heap the queue takes, and the work of saving and restoring it across an
+    /// upgrade. At least 1.
+    pub max_pending_bytes: usize,
     /// Instructions (as read from the [`InstructionMeter`](crate::InstructionMeter)) after which
-    /// a flush starts no further op. The op running when the budget is reached completes, then
-    /// `COMMIT` runs: choose the budget well below the message's instruction limit. At least 1.
+    /// a flush starts no further op. The op running when the budget is reached may continue
+    /// until the flush has used twice the budget, when the instruction guard interrupts it
+    /// (see [`BatchQueue::flush`](crate::BatchQueue::flush)). At least 1.
     pub flush_instruction_budget: u64,
     /// Number of outcomes kept; when full, the outcome of the oldest ticket is evicted first.
     /// 0 keeps none (every [`status`](crate::BatchQueue::status) after a flush is `Evicted`).
@@ -46,6 +56,7 @@ impl Default for Config {
             flush_size: 100,
             max_delay_ns: 1_000_000_000,
             max_pending: 10_000,
+            max_pending_bytes: 128 << 20,
             flush_instruction_budget: 10_000_000_000,
             outcome_capacity: 10_000,
         }
@@ -53,6 +64,14 @@ impl Default for Config {
 }
 
 impl Config {
+    /// The most instructions a flush spends on ops, whatever the ops:
+    /// `3 × flush_instruction_budget` (saturating). An op is interrupted at twice the budget;
+    /// the ops before it, which all started under the budget, are then re-applied. Rollback,
+    /// `COMMIT` and the rest of the message come on top.
+    pub fn max_flush_instructions(&self) -> u64 {
+        self.flush_instruction_budget.saturating_mul(3)
+    }
+
     /// Checks the invariants documented on each field.
     pub fn validate(&self) -> Result<(), ConfigError> {
         if self.flush_size == 0 {
@@ -66,6 +85,9 @@ impl Config {
                 flush_size: self.flush_size,
                 max_pending: self.max_pending,
             });
+        }
+        if self.max_pending_bytes == 0 {
+            return Err(ConfigError::ZeroMaxPendingBytes);
         }
         if self.flush_instruction_budget == 0 {
             return Err(ConfigError::ZeroInstructionBudget);
@@ -92,6 +114,9 @@ pub enum ConfigError {
         /// The configured queue capacity.
         max_pending: usize,
     },
+    /// `max_pending_bytes` is 0: the queue could accept nothing.
+    #[error("max_pending_bytes must be at least 1")]
+    ZeroMaxPendingBytes,
     /// `flush_instruction_budget` is 0.
     #[error("flush_instruction_budget must be at least 1")]
     ZeroInstructionBudget,

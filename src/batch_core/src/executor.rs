@@ -1,10 +1,15 @@
-//! The executor: runs ops against a connection, in one transaction ([`execute_batch`], and
-//! [`BatchQueue::flush`](crate::BatchQueue::flush) through the same code) or alone in autocommit
-//! mode ([`execute_autocommit`]). The per-op semantics are documented on [`execute_batch`].
+//! The executor: runs ops against a connection, in one transaction ([`execute_batch`],
+//! [`execute_batch_within`], and [`BatchQueue::flush`](crate::BatchQueue::flush) through the
+//! same code) or alone in autocommit mode ([`execute_autocommit`],
+//! [`execute_autocommit_within`]). The per-op semantics are documented on [`execute_batch`];
+//! the instruction guard on [`execute_batch_within`].
 
-use rusqlite::{CachedStatement, Connection, ErrorCode};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
-use crate::meter::InstructionMeter;
+use rusqlite::{CachedStatement, Connection, ErrorCode, ffi};
+
+use crate::meter::{Budget, InstructionMeter};
 use crate::op::{OpOutcome, Statement, WriteOp};
 
 #[cfg(test)]
@@ -23,6 +28,25 @@ const SAVEPOINT: &str = "SAVEPOINT batch_core_unit";
 const RELEASE: &str = "RELEASE batch_core_unit";
 const ROLLBACK_TO: &str = "ROLLBACK TO batch_core_unit";
 
+/// SQLite virtual-machine operations between two reads of the meter by the progress handler.
+/// A statement overshoots its limit by at most this many operations (plus the cost of the
+/// slowest single operation: a sort or a table clear runs inside one).
+pub const PROGRESS_PERIOD_OPS: i32 = 1_000;
+
+#[cfg(test)]
+thread_local! {
+    /// Tests shorten the period so that a heavy statement needs fewer operations.
+    pub(crate) static TEST_PROGRESS_PERIOD_OPS: std::cell::Cell<i32> =
+        const { std::cell::Cell::new(PROGRESS_PERIOD_OPS) };
+}
+
+fn progress_period_ops() -> i32 {
+    #[cfg(test)]
+    return TEST_PROGRESS_PERIOD_OPS.with(std::cell::Cell::get);
+    #[cfg(not(test))]
+    PROGRESS_PERIOD_OPS
+}
+
 /// Why a whole batch could not be executed. The transaction was rolled back: none of the ops
 /// took effect, and a [`BatchQueue`](crate::BatchQueue) keeps all of them queued.
 #[derive(Debug, thiserror::Error)]
@@ -34,18 +58,23 @@ pub enum FlushError {
     #[error("BEGIN failed: {0}")]
     Begin(#[source] rusqlite::Error),
     /// `COMMIT` failed, for example on a deferred foreign-key violation or an I/O error. The
-    /// transaction was rolled back. A deferred constraint violated by a queued op makes every
-    /// flush fail the same way: do not combine deferred constraints with batching.
+    /// transaction was rolled back. [`BatchQueue::flush`](crate::BatchQueue::flush) isolates
+    /// the op that makes `COMMIT` fail by halving its next flushes (see there).
     #[error("COMMIT failed: {0}")]
     Commit(#[source] rusqlite::Error),
+    /// The instruction guard (SQLite's progress handler) could not be installed on the
+    /// connection. Nothing was executed.
+    #[error("installing the instruction guard failed: {0}")]
+    Guard(#[source] rusqlite::Error),
 }
 
 /// Executes `ops` in ONE transaction (`BEGIN IMMEDIATE` ... `COMMIT`), with the same executor as
 /// [`BatchQueue::flush`](crate::BatchQueue::flush) but without an instruction budget, and
-/// returns one outcome per op, in order.
+/// returns one outcome per op, in order. In a canister use [`execute_batch_within`]: without a
+/// budget, an op that does not finish makes the message trap.
 ///
 /// Per op:
-/// - [`WriteOp::Single`]: the statement is prepared with `prepare_cached`, bound, and stepped to
+/// - [`WriteOp::Single`]: the statement is prepared once per batch, bound, and stepped to
 ///   completion (rows of `RETURNING` are discarded). If it fails, SQLite has already undone it
 ///   (statement-level atomicity with the default `ABORT` conflict resolution): the other ops
 ///   keep their effects and nothing is re-executed.
@@ -53,12 +82,12 @@ pub enum FlushError {
 ///   failing statement: `ROLLBACK TO` + `RELEASE`, and the unit fails as a whole with the
 ///   statement's index in its error (`statement 2: ...`).
 /// - If an error ends the whole transaction (the connection is back in autocommit mode after
-///   `ON CONFLICT ROLLBACK`, `RAISE(ROLLBACK)` or an I/O error; after `SQLITE_FULL`,
-///   `SQLITE_IOERR`, `SQLITE_NOMEM`, `SQLITE_BUSY` or `SQLITE_INTERRUPT` it is rolled back
-///   explicitly, since SQLite may have left it half-done), the earlier ops were undone with it:
-///   the executor begins again, re-applies exactly the earlier ops that had committed (their
-///   outcomes are re-recorded), marks the failing op failed without running it again, and
-///   continues. Each restart fails one more op, so n ops restart at most n times.
+///   `ON CONFLICT ROLLBACK`, `RAISE(ROLLBACK)`, an interrupt or an I/O error; after
+///   `SQLITE_FULL`, `SQLITE_IOERR`, `SQLITE_NOMEM`, `SQLITE_BUSY` or `SQLITE_INTERRUPT` it is
+///   rolled back explicitly, since SQLite may have left it half-done), the earlier ops were
+///   undone with it: the executor begins again, re-applies exactly the earlier ops that had
+///   committed (their outcomes are re-recorded), marks the failing op failed without running it
+///   again, and continues. Each restart fails one more op, so n ops restart at most n times.
 ///
 /// An empty `ops` returns an empty vector without touching the connection. The connection must
 /// be in autocommit mode (no open transaction), otherwise the result is [`FlushError::Begin`];
@@ -69,7 +98,52 @@ pub fn execute_batch(conn: &Connection, ops: &[WriteOp]) -> Result<Vec<OpOutcome
     if ops.is_empty() {
         return Ok(Vec::new());
     }
-    run_batch(conn, ops.len(), |i| &ops[i], None)
+    let run = run_batch::<fn() -> u64>(conn, ops.len(), |i| &ops[i], None, OnInterrupt::Fail)?;
+    Ok(run.outcomes)
+}
+
+/// [`execute_batch`] within an instruction budget: what a canister calls for a client's batch.
+///
+/// - Ops start only while the batch has used fewer than `budget.instructions`; the ops after
+///   that fail with [`SQLITE_INTERRUPT`](ffi::SQLITE_INTERRUPT) and "not executed: ..." without
+///   running.
+/// - The running op is interrupted (SQLite's progress handler reads the meter every
+///   [`PROGRESS_PERIOD_OPS`] virtual-machine operations) once the batch's current transaction
+///   has used [`budget.op_limit()`](Budget::op_limit) instructions. An interrupt rolls back the
+///   whole transaction in SQLite, so the earlier ops are re-applied (as after any lost
+///   transaction) and the interrupted op fails with `SQLITE_INTERRUPT` and "interrupted: ...".
+///   Nothing of it is committed; the other ops are unaffected.
+///
+/// Worst case, the batch uses about `3 × budget.instructions`: up to `op_limit` until the
+/// interrupt, then the re-application of the ops that ran before the interrupted one (they all
+/// started under the budget), plus rollback and `COMMIT`. Keep that under the message's
+/// instruction limit.
+pub fn execute_batch_within<M: InstructionMeter>(
+    conn: &Connection,
+    ops: &[WriteOp],
+    budget: &Budget<M>,
+) -> Result<Vec<OpOutcome>, FlushError> {
+    if ops.is_empty() {
+        return Ok(Vec::new());
+    }
+    let start = budget.meter.instructions();
+    let run = run_batch(
+        conn,
+        ops.len(),
+        |i| &ops[i],
+        Some((budget, start)),
+        OnInterrupt::Fail,
+    )?;
+    let mut outcomes = run.outcomes;
+    let not_run = OpOutcome::Failed {
+        code: ffi::SQLITE_INTERRUPT,
+        error: format!(
+            "not executed: the batch's instruction budget ({} instructions) was used up before this op started",
+            budget.instructions
+        ),
+    };
+    outcomes.resize(ops.len(), not_run);
+    Ok(outcomes)
 }
 
 /// Executes one op alone, in autocommit mode: the unbatched path, and the reference that batched
@@ -78,9 +152,55 @@ pub fn execute_batch(conn: &Connection, ops: &[WriteOp]) -> Result<Vec<OpOutcome
 /// A [`WriteOp::Single`] runs in SQLite's implicit per-statement transaction; a [`WriteOp::Unit`]
 /// in its own transaction (its `SAVEPOINT` starts it and `RELEASE` commits it). If the caller has
 /// a transaction open, the op joins it instead. Errors, including a failed commit, are reported
-/// as [`OpOutcome::Failed`].
+/// as [`OpOutcome::Failed`]. In a canister use [`execute_autocommit_within`].
 pub fn execute_autocommit(conn: &Connection, op: &WriteOp) -> OpOutcome {
-    execute_op(&mut Statements::new(conn), op, Mode::Autocommit).outcome
+    execute_op(&mut Statements::new(conn), op, Mode::Autocommit, None).outcome
+}
+
+/// [`execute_autocommit`] within an instruction budget: the op is interrupted once it has used
+/// `budget.instructions` (read by SQLite's progress handler every [`PROGRESS_PERIOD_OPS`]
+/// virtual-machine operations). An interrupted op is rolled back by SQLite and fails with
+/// [`SQLITE_INTERRUPT`](ffi::SQLITE_INTERRUPT) and "interrupted: ...".
+pub fn execute_autocommit_within<M: InstructionMeter>(
+    conn: &Connection,
+    op: &WriteOp,
+    budget: &Budget<M>,
+) -> OpOutcome {
+    let guard = match Guard::install(conn, &budget.meter) {
+        Ok(guard) => guard,
+        Err(error) => {
+            return OpOutcome::Failed {
+                code: error_code(&error),
+                error: format!("installing the instruction guard failed: {error}"),
+            };
+        }
+    };
+    guard.arm(
+        budget
+            .meter
+            .instructions()
+            .saturating_add(budget.instructions),
+    );
+    let run = execute_op(
+        &mut Statements::new(conn),
+        op,
+        Mode::Autocommit,
+        Some(&guard),
+    );
+    if run.interrupted {
+        return interrupted(format!(
+            "interrupted: the op was still running after its limit of {} instructions and was rolled back",
+            budget.instructions
+        ));
+    }
+    run.outcome
+}
+
+fn interrupted(error: String) -> OpOutcome {
+    OpOutcome::Failed {
+        code: ffi::SQLITE_INTERRUPT,
+        error,
+    }
 }
 
 /// The most distinct SQL texts one batch keeps prepared; further texts go through the
@@ -123,70 +243,214 @@ impl<'c> Statements<'c> {
     }
 }
 
-/// A budget for [`run_batch`]: a meter and the instructions after which no new op starts.
-pub(crate) struct Budget<'a> {
-    pub(crate) meter: &'a dyn InstructionMeter,
-    pub(crate) start: u64,
-    pub(crate) limit: u64,
+/// The instruction guard: SQLite's progress handler, installed on the connection for one
+/// execution, interrupting the running statement once the meter reaches the armed deadline.
+///
+/// The handler outlives any borrow (rusqlite requires `'static`), so it owns a clone of the
+/// meter and shares the deadline through an `Arc`. Dropping the guard removes the handler.
+struct Guard<'c> {
+    conn: &'c Connection,
+    state: Arc<GuardState>,
 }
 
-impl Budget<'_> {
-    fn exhausted(&self) -> bool {
-        self.meter.instructions().saturating_sub(self.start) >= self.limit
+#[derive(Debug)]
+struct GuardState {
+    /// Meter value at which the running statement is interrupted (`u64::MAX`: never).
+    deadline: AtomicU64,
+    /// Set when the handler interrupted a statement since the last `arm`.
+    tripped: AtomicBool,
+}
+
+impl<'c> Guard<'c> {
+    fn install<M: InstructionMeter>(conn: &'c Connection, meter: &M) -> rusqlite::Result<Self> {
+        let state = Arc::new(GuardState {
+            deadline: AtomicU64::new(u64::MAX),
+            tripped: AtomicBool::new(false),
+        });
+        let handler_state = Arc::clone(&state);
+        let meter = meter.clone();
+        conn.progress_handler(
+            progress_period_ops(),
+            Some(move || {
+                let deadline = handler_state.deadline.load(Ordering::Relaxed);
+                if deadline != u64::MAX && meter.instructions_while_running() >= deadline {
+                    handler_state.tripped.store(true, Ordering::Relaxed);
+                    true
+                } else {
+                    false
+                }
+            }),
+        )?;
+        Ok(Guard { conn, state })
+    }
+
+    /// Interrupts any statement still running when the meter reaches `deadline`.
+    fn arm(&self, deadline: u64) {
+        self.state.tripped.store(false, Ordering::Relaxed);
+        self.state.deadline.store(deadline, Ordering::Relaxed);
+    }
+
+    /// Lets every statement run to completion (`BEGIN`, `COMMIT`, `ROLLBACK`).
+    fn disarm(&self) {
+        self.state.deadline.store(u64::MAX, Ordering::Relaxed);
+    }
+
+    fn tripped(&self) -> bool {
+        self.state.tripped.load(Ordering::Relaxed)
     }
 }
 
-/// Runs a prefix of the ops `0..len` in one transaction and commits it. Without a budget the
-/// prefix is all ops; with one, op `i > 0` starts only if the budget is not exhausted (one meter
-/// read before each op after the first), so at least one op runs. Returns the outcomes of the
-/// prefix.
+impl Drop for Guard<'_> {
+    fn drop(&mut self) {
+        // Removing a handler only fails on a connection rusqlite does not own, where installing
+        // it failed first.
+        let _ = self.conn.progress_handler(0, None::<fn() -> bool>);
+    }
+}
+
+/// What [`run_batch`] does with an op its guard interrupted.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum OnInterrupt {
+    /// Fail it (a client's batch; and the queue's first op, which ran with the whole budget).
+    Fail,
+    /// Leave it and the ops after it unexecuted, unless it is the first op (the queue: it gets
+    /// the whole budget at the start of the next flush).
+    LeavePending,
+}
+
+/// What [`run_batch`] executed.
+#[derive(Debug, Default)]
+pub(crate) struct BatchRun {
+    /// Outcomes of the executed prefix of the ops.
+    pub(crate) outcomes: Vec<OpOutcome>,
+    /// Ops of the prefix that failed because the guard interrupted them.
+    pub(crate) interrupted: usize,
+    /// An op after the first was interrupted and left unexecuted ([`OnInterrupt::LeavePending`]).
+    pub(crate) left_after_interrupt: bool,
+}
+
+/// Runs a prefix of the ops `0..len` in one transaction and commits it.
+///
+/// Without a budget the prefix is all ops and nothing is interrupted. With one (and the meter's
+/// reading `start`, taken by the caller before `BEGIN`): op `i > 0` starts only while fewer than
+/// `budget.instructions` have been used since `start` (one read before each op after the
+/// first), so at least one op runs; and
+/// the guard interrupts the running op once the current transaction attempt has used
+/// `budget.op_limit()` (counted from `start` for the first attempt, from a
+/// [`instructions_while_running`](InstructionMeter::instructions_while_running) read after
+/// `BEGIN` for each restart). An interrupted op is failed or left per `on_interrupt`.
 ///
 /// On `Err` the transaction is rolled back and no op took effect.
-pub(crate) fn run_batch<'a>(
+pub(crate) fn run_batch<'a, M: InstructionMeter>(
     conn: &Connection,
     len: usize,
     op_at: impl Fn(usize) -> &'a WriteOp,
-    budget: Option<&Budget<'_>>,
-) -> Result<Vec<OpOutcome>, FlushError> {
-    // Outcomes of the ops admitted to this batch so far (a prefix of `0..len`).
-    let mut outcomes: Vec<OpOutcome> = Vec::new();
+    metered: Option<(&Budget<M>, u64)>,
+    on_interrupt: OnInterrupt,
+) -> Result<BatchRun, FlushError> {
+    let (budget, start) = match metered {
+        Some((budget, start)) => (Some(budget), Some(start)),
+        None => (None, None),
+    };
+    let guard = match budget {
+        Some(b) => Some(Guard::install(conn, &b.meter).map_err(FlushError::Guard)?),
+        None => None,
+    };
+    let exhausted =
+        |b: &Budget<M>, start: u64| b.meter.instructions().saturating_sub(start) >= b.instructions;
+    let mut len = len;
+    let mut run = BatchRun::default();
     let mut statements = Statements::new(conn);
+    let mut first_attempt = true;
     'attempt: loop {
+        if let Some(guard) = &guard {
+            guard.disarm();
+        }
         control(conn, BEGIN).map_err(FlushError::Begin)?;
+        if let (Some(guard), Some(b), Some(start)) = (&guard, budget, start) {
+            let attempt_start = if first_attempt {
+                start
+            } else {
+                b.meter.instructions_while_running()
+            };
+            guard.arm(attempt_start.saturating_add(b.op_limit()));
+        }
+        first_attempt = false;
         // After a lost transaction: re-apply the admitted ops that had committed. Failed ops had
         // no effect and keep their outcome; in particular the op whose failure ended the
         // transaction is never executed again, so every restart fails one more op.
-        for (i, outcome) in outcomes.iter_mut().enumerate() {
+        for (i, outcome) in run.outcomes.iter_mut().enumerate() {
             if !outcome.is_committed() {
                 continue;
             }
-            let run = execute_op(&mut statements, op_at(i), Mode::Batch);
-            *outcome = run.outcome;
-            if run.transaction_lost {
+            let op_run = execute_op(&mut statements, op_at(i), Mode::Batch, guard.as_ref());
+            *outcome = op_run.outcome;
+            if op_run.interrupted {
+                run.interrupted += 1;
+                *outcome = interrupted(interrupt_error(budget, i, on_interrupt));
+            }
+            if op_run.transaction_lost {
                 end_transaction(conn);
                 continue 'attempt;
             }
         }
         // Admit and run new ops.
-        while outcomes.len() < len {
-            let i = outcomes.len();
-            if i > 0 && budget.is_some_and(Budget::exhausted) {
+        while run.outcomes.len() < len {
+            let i = run.outcomes.len();
+            if i > 0
+                && let (Some(b), Some(start)) = (budget, start)
+                && exhausted(b, start)
+            {
                 break;
             }
-            let run = execute_op(&mut statements, op_at(i), Mode::Batch);
-            outcomes.push(run.outcome);
-            if run.transaction_lost {
+            let op_run = execute_op(&mut statements, op_at(i), Mode::Batch, guard.as_ref());
+            if op_run.interrupted {
+                end_transaction(conn);
+                if on_interrupt == OnInterrupt::LeavePending && i > 0 {
+                    // It did not have the whole budget: it runs first in the next flush.
+                    len = i;
+                    run.left_after_interrupt = true;
+                } else {
+                    run.interrupted += 1;
+                    run.outcomes
+                        .push(interrupted(interrupt_error(budget, i, on_interrupt)));
+                }
+                continue 'attempt;
+            }
+            run.outcomes.push(op_run.outcome);
+            if op_run.transaction_lost {
                 end_transaction(conn);
                 continue 'attempt;
             }
         }
         break;
     }
+    if let Some(guard) = &guard {
+        guard.disarm();
+    }
     if let Err(error) = control(conn, COMMIT) {
         end_transaction(conn);
         return Err(FlushError::Commit(error));
     }
-    Ok(outcomes)
+    Ok(run)
+}
+
+/// The error text of op `index`, interrupted by the guard of `budget`.
+fn interrupt_error<M: InstructionMeter>(
+    budget: Option<&Budget<M>>,
+    index: usize,
+    on_interrupt: OnInterrupt,
+) -> String {
+    let limit = budget.map_or(0, Budget::op_limit);
+    if on_interrupt == OnInterrupt::LeavePending && index == 0 {
+        format!(
+            "interrupted: the op was still running after {limit} instructions, alone at the start of a flush (2 × flush_instruction_budget), and was rolled back"
+        )
+    } else {
+        format!(
+            "interrupted: the batch reached its limit of {limit} instructions while this op ran; the op was rolled back (run it alone or in a smaller batch)"
+        )
+    }
 }
 
 /// Where an op runs: inside the batch's transaction, or alone.
@@ -196,26 +460,33 @@ enum Mode {
     Autocommit,
 }
 
-/// The outcome of one op, and whether its failure ended the surrounding batch transaction
-/// (always `false` in autocommit mode).
+/// The outcome of one op, whether its failure ended the surrounding batch transaction (always
+/// `false` in autocommit mode), and whether the guard interrupted it.
 struct OpRun {
     outcome: OpOutcome,
     transaction_lost: bool,
+    interrupted: bool,
 }
 
 impl OpRun {
-    fn failed(error: String, transaction_lost: bool) -> Self {
+    fn failed(code: i32, error: String, transaction_lost: bool) -> Self {
         OpRun {
-            outcome: OpOutcome::Failed { error },
+            outcome: OpOutcome::Failed { code, error },
             transaction_lost,
+            interrupted: false,
         }
     }
 }
 
-fn execute_op(statements: &mut Statements<'_>, op: &WriteOp, mode: Mode) -> OpRun {
+fn execute_op(
+    statements: &mut Statements<'_>,
+    op: &WriteOp,
+    mode: Mode,
+    guard: Option<&Guard<'_>>,
+) -> OpRun {
     let conn = statements.conn;
     reset_last_insert_rowid(conn);
-    match op {
+    let mut run = match op {
         WriteOp::Single(statement) => match statements.run(statement) {
             Ok(rows_changed) => OpRun {
                 outcome: OpOutcome::Committed {
@@ -223,28 +494,35 @@ fn execute_op(statements: &mut Statements<'_>, op: &WriteOp, mode: Mode) -> OpRu
                     last_insert_rowid: conn.last_insert_rowid(),
                 },
                 transaction_lost: false,
+                interrupted: false,
             },
             Err(error) => {
                 let lost =
                     mode == Mode::Batch && batch_transaction_lost(conn, error.is_uncertain());
-                OpRun::failed(error.to_string(), lost)
+                OpRun::failed(error.code(), error.to_string(), lost)
             }
         },
         WriteOp::Unit(unit) => run_unit(statements, unit, mode),
-    }
+    };
+    run.interrupted = !run.outcome.is_committed() && guard.is_some_and(Guard::tripped);
+    run
 }
 
 fn run_unit(prepared: &mut Statements<'_>, statements: &[Statement], mode: Mode) -> OpRun {
     let conn = prepared.conn;
     if statements.is_empty() {
-        return OpRun::failed(EMPTY_UNIT_ERROR.to_owned(), false);
+        return OpRun::failed(ffi::SQLITE_MISUSE, EMPTY_UNIT_ERROR.to_owned(), false);
     }
     // In autocommit mode the savepoint opens (and its RELEASE commits) the unit's transaction,
     // unless the caller already has one open.
     let owns_transaction = mode == Mode::Batch || conn.is_autocommit();
     if let Err(error) = control(conn, SAVEPOINT) {
         let lost = mode == Mode::Batch && batch_transaction_lost(conn, is_uncertain(&error));
-        return OpRun::failed(format!("SAVEPOINT failed: {error}"), lost);
+        return OpRun::failed(
+            error_code(&error),
+            format!("SAVEPOINT failed: {error}"),
+            lost,
+        );
     }
     let mut rows_changed = 0;
     for (index, statement) in statements.iter().enumerate() {
@@ -252,7 +530,7 @@ fn run_unit(prepared: &mut Statements<'_>, statements: &[Statement], mode: Mode)
             Ok(changed) => rows_changed += changed,
             Err(error) => {
                 let lost = abandon_unit(conn, error.is_uncertain(), mode, owns_transaction);
-                return OpRun::failed(format!("statement {index}: {error}"), lost);
+                return OpRun::failed(error.code(), format!("statement {index}: {error}"), lost);
             }
         }
     }
@@ -260,7 +538,7 @@ fn run_unit(prepared: &mut Statements<'_>, statements: &[Statement], mode: Mode)
     if let Err(error) = control(conn, RELEASE) {
         // In autocommit mode this RELEASE is the commit (a deferred constraint can fail it).
         let lost = abandon_unit(conn, is_uncertain(&error), mode, owns_transaction);
-        return OpRun::failed(format!("RELEASE failed: {error}"), lost);
+        return OpRun::failed(error_code(&error), format!("RELEASE failed: {error}"), lost);
     }
     OpRun {
         outcome: OpOutcome::Committed {
@@ -268,6 +546,7 @@ fn run_unit(prepared: &mut Statements<'_>, statements: &[Statement], mode: Mode)
             last_insert_rowid,
         },
         transaction_lost: false,
+        interrupted: false,
     }
 }
 
@@ -320,6 +599,26 @@ fn is_uncertain(error: &rusqlite::Error) -> bool {
     )
 }
 
+/// SQLite's extended result code of `error`; errors rusqlite detects before SQLite sees the
+/// statement get the code SQLite itself would give: `SQLITE_RANGE` for a wrong parameter count,
+/// `SQLITE_MISUSE` otherwise.
+pub(crate) fn error_code(error: &rusqlite::Error) -> i32 {
+    // SQLite's own errors carry an `ffi::Error`: directly, or as the source of a syntax error
+    // that points into the SQL text (with rusqlite's `modern_sqlite`).
+    let sqlite = error.sqlite_error().or_else(|| {
+        std::error::Error::source(error).and_then(|source| source.downcast_ref::<ffi::Error>())
+    });
+    if let Some(sqlite) = sqlite {
+        return sqlite.extended_code;
+    }
+    match error {
+        rusqlite::Error::InvalidParameterCount(..) | rusqlite::Error::InvalidParameterName(_) => {
+            ffi::SQLITE_RANGE
+        }
+        _ => ffi::SQLITE_MISUSE,
+    }
+}
+
 /// Rolls back the batch transaction if it is still open (best effort: the error that led here
 /// is the one worth reporting).
 fn end_transaction(conn: &Connection) {
@@ -344,6 +643,13 @@ impl StatementError {
         match self {
             StatementError::Sqlite(error) => is_uncertain(error),
             StatementError::NotAWrite => false,
+        }
+    }
+
+    fn code(&self) -> i32 {
+        match self {
+            StatementError::Sqlite(error) => error_code(error),
+            StatementError::NotAWrite => ffi::SQLITE_MISUSE,
         }
     }
 }

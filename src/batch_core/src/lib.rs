@@ -10,16 +10,21 @@ mod executor;
 mod meter;
 mod op;
 mod outcome_store;
+mod persist;
 mod queue;
 #[cfg(test)]
 mod testing;
 
 pub use clock::{Clock, ManualClock};
 pub use config::{Config, ConfigError};
-pub use executor::{FlushError, execute_autocommit, execute_batch};
-pub use meter::{CountingMeter, InstructionMeter};
+pub use executor::{
+    FlushError, PROGRESS_PERIOD_OPS, execute_autocommit, execute_autocommit_within, execute_batch,
+    execute_batch_within,
+};
+pub use meter::{Budget, CountingMeter, InstructionMeter};
 pub use op::{OpOutcome, SqlValue, Statement, Ticket, WriteOp};
+pub use persist::{FORMAT_VERSION, MAGIC, RestoreError, SaveError};
 pub use queue::{
-    BatchQueue, FlushReport, OpStatus, PendingOp, QueueState, Stats, StoredOutcome, SubmitError,
-    Submitted,
+    BatchQueue, FlushReport, MAX_ERROR_BYTES, OpStatus, PendingOp, QueueState, Stats,
+    StoredOutcome, SubmitError, Submitted,
 };

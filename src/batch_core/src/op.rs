@@ -16,7 +16,9 @@ pub type Ticket = u64;
 /// A value bound to a statement parameter: SQLite's five storage classes.
 ///
 /// Binding costs one `sqlite3_bind_*` call; text and blobs are bound without copying.
-/// A `Real(NaN)` is stored by SQLite as `NULL` (and does not survive a JSON round trip).
+/// A `Real(NaN)` is bound as SQL `NULL` (SQLite has no NaN). Every value, NaN payloads
+/// included, survives [`BatchQueue::save`](crate::BatchQueue::save) /
+/// [`BatchQueue::restore`](crate::BatchQueue::restore) bit for bit.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub enum SqlValue {
     /// SQL `NULL`.
@@ -28,7 +30,7 @@ pub enum SqlValue {
     /// UTF-8 text.
     Text(String),
     /// Bytes.
-    Blob(Vec<u8>),
+    Blob(#[serde(with = "serde_bytes")] Vec<u8>),
 }
 
 impl ToSql for SqlValue {
@@ -190,6 +192,33 @@ impl WriteOp {
         WriteOp::Unit(statements)
     }
 
+    /// The op's size as the queue counts it against
+    /// [`Config::max_pending_bytes`](crate::Config::max_pending_bytes): per statement its SQL
+    /// text plus 16, and per parameter its text or blob length, or 8. O(statements + params).
+    pub fn size_bytes(&self) -> usize {
+        let statement_size = |statement: &Statement| {
+            statement
+                .params
+                .iter()
+                .map(|param| match param {
+                    SqlValue::Text(text) => text.len(),
+                    SqlValue::Blob(blob) => blob.len(),
+                    SqlValue::Null | SqlValue::Integer(_) | SqlValue::Real(_) => 8,
+                })
+                .fold(
+                    statement.sql.len().saturating_add(16),
+                    usize::saturating_add,
+                )
+        };
+        match self {
+            WriteOp::Single(statement) => statement_size(statement),
+            WriteOp::Unit(statements) => statements
+                .iter()
+                .map(statement_size)
+                .fold(0, usize::saturating_add),
+        }
+    }
+
     /// Number of statements in the op (1 for a single statement).
     pub fn statement_count(&self) -> usize {
         match self {
@@ -221,6 +250,13 @@ pub enum OpOutcome {
     },
     /// The op failed and had no effect.
     Failed {
+        /// SQLite's extended result code (<https://sqlite.org/rescode.html>), for example
+        /// 2067 `SQLITE_CONSTRAINT_UNIQUE`, 1299 `SQLITE_CONSTRAINT_NOTNULL`, 787
+        /// `SQLITE_CONSTRAINT_FOREIGNKEY`, 13 `SQLITE_FULL`. batch_core's own refusals use the
+        /// codes SQLite would: 9 `SQLITE_INTERRUPT` for an op the instruction guard interrupted or
+        /// a batch budget did not reach, 21 `SQLITE_MISUSE` for a statement that is not a write
+        /// or an empty unit, 25 `SQLITE_RANGE` for a wrong parameter count.
+        code: i32,
         /// SQLite's own error message (for example `UNIQUE constraint failed: users.email`),
         /// or rusqlite's for errors it detects (such as a wrong parameter count). For a unit it is
         /// prefixed with the index of the failing statement: `statement 2: ...`.
@@ -234,11 +270,19 @@ impl OpOutcome {
         matches!(self, OpOutcome::Committed { .. })
     }
 
+    /// The extended result code of a failed op.
+    pub fn code(&self) -> Option<i32> {
+        match self {
+            OpOutcome::Committed { .. } => None,
+            OpOutcome::Failed { code, .. } => Some(*code),
+        }
+    }
+
     /// The error text of a failed op.
     pub fn error(&self) -> Option<&str> {
         match self {
             OpOutcome::Committed { .. } => None,
-            OpOutcome::Failed { error } => Some(error),
+            OpOutcome::Failed { error, .. } => Some(error),
         }
     }
 }

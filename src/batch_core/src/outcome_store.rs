@@ -30,6 +30,12 @@ impl OutcomeStore {
     pub(crate) fn insert(&mut self, ticket: Ticket, outcome: OpOutcome) {
         debug_assert!(self.entries.back().is_none_or(|(last, _)| *last < ticket));
         self.entries.push_back((ticket, outcome));
+        self.set_capacity(self.capacity);
+    }
+
+    /// Changes the capacity, evicting the oldest outcomes beyond it.
+    pub(crate) fn set_capacity(&mut self, capacity: usize) {
+        self.capacity = capacity;
         while self.entries.len() > self.capacity {
             self.entries.pop_front();
         }
@@ -52,5 +58,10 @@ impl OutcomeStore {
     /// The stored outcomes, oldest first.
     pub(crate) fn iter(&self) -> impl Iterator<Item = &(Ticket, OpOutcome)> {
         self.entries.iter()
+    }
+
+    /// The stored outcomes, oldest first, as stored.
+    pub(crate) fn entries(&self) -> &VecDeque<(Ticket, OpOutcome)> {
+        &self.entries
     }
 }

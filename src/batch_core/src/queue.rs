@@ -7,8 +7,8 @@ use rusqlite::Connection;
 use serde::{Deserialize, Serialize};
 
 use crate::config::{Config, ConfigError};
-use crate::executor::{Budget, FlushError, run_batch};
-use crate::meter::InstructionMeter;
+use crate::executor::{BatchRun, FlushError, OnInterrupt, error_code, run_batch};
+use crate::meter::{Budget, InstructionMeter};
 use crate::op::{OpOutcome, Ticket, WriteOp};
 use crate::outcome_store::OutcomeStore;
 
@@ -27,9 +27,13 @@ mod tests;
 pub struct BatchQueue {
     config: Config,
     pending: VecDeque<PendingOp>,
+    /// Sum of the pending ops' [`WriteOp::size_bytes`].
+    pending_bytes: usize,
     next_ticket: Ticket,
     outcomes: OutcomeStore,
     stats: Stats,
+    /// After a failed `COMMIT` of several ops: the most ops the next flush may execute.
+    commit_limit: Option<usize>,
 }
 
 /// The answer to an accepted [`BatchQueue::submit`].
@@ -55,6 +59,25 @@ pub enum SubmitError {
     /// A [`WriteOp::Unit`] without statements.
     #[error("unit has no statements")]
     EmptyUnit,
+    /// The pending ops would exceed [`Config::max_pending_bytes`] with this op: flush first, or
+    /// retry later.
+    #[error("queue full: {pending_bytes} of {capacity_bytes} bytes pending, the op has {op_bytes}")]
+    QueueBytesFull {
+        /// Bytes pending now.
+        pending_bytes: usize,
+        /// The op's [`WriteOp::size_bytes`].
+        op_bytes: usize,
+        /// [`Config::max_pending_bytes`].
+        capacity_bytes: usize,
+    },
+    /// The op alone is larger than [`Config::max_pending_bytes`]: it can never be queued.
+    #[error("op too large: {op_bytes} bytes, the queue holds at most {capacity_bytes}")]
+    OpTooLarge {
+        /// The op's [`WriteOp::size_bytes`].
+        op_bytes: usize,
+        /// [`Config::max_pending_bytes`].
+        capacity_bytes: usize,
+    },
 }
 
 /// What a successful [`BatchQueue::flush`] did.
@@ -66,11 +89,14 @@ pub struct FlushReport {
     pub committed: usize,
     /// Executed ops that failed (and had no effect).
     pub failed: usize,
+    /// Failed ops that the instruction guard interrupted (included in `failed`).
+    pub interrupted: usize,
     /// Ops still queued.
     pub remaining: usize,
-    /// The flush stopped at its instruction budget with ops left (this is `remaining > 0`, since
-    /// a flush otherwise takes everything pending). Keep a timer armed for
-    /// [`BatchQueue::next_due`], which is "now" if `flush_size` or more ops are left.
+    /// Ops are left (this is `remaining > 0`): the flush stopped at its instruction budget, left
+    /// an interrupted op for the next flush, or was limited after a failed `COMMIT`. Keep a
+    /// timer armed for [`BatchQueue::next_due`], which is "now" if `flush_size` or more ops are
+    /// left.
     pub more_due: bool,
     /// Instructions the flush used, from its first to its last meter read (after `COMMIT`).
     pub instructions: u64,
@@ -111,6 +137,11 @@ pub struct Stats {
     pub last_flush_instructions: u64,
     /// Flushes that failed with a [`FlushError`] (the queue was left unchanged).
     pub flush_errors: u64,
+    /// Ops that failed because the instruction guard interrupted them (included in `failed`).
+    pub interrupted: u64,
+    /// The most recent flush error, or failure of an op by the instruction guard, as text
+    /// (with the op's ticket); `None` if there was none.
+    pub last_error: Option<String>,
 }
 
 /// A queued op, as kept in [`QueueState`].
@@ -133,8 +164,9 @@ pub struct StoredOutcome {
     pub outcome: OpOutcome,
 }
 
-/// Everything a [`BatchQueue`] knows except its [`Config`]: what a canister writes to stable
-/// memory in `pre_upgrade` and gives to [`BatchQueue::from_state`] in `post_upgrade`.
+/// Everything a [`BatchQueue`] knows except its [`Config`], as plain data (see
+/// [`BatchQueue::to_state`]; a canister keeps a queue across upgrades with the cheaper
+/// [`BatchQueue::save`] / [`BatchQueue::restore`], which write the same fields).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct QueueState {
     /// Queued ops, oldest first (tickets increasing).
@@ -145,6 +177,8 @@ pub struct QueueState {
     pub outcomes: Vec<StoredOutcome>,
     /// The counters.
     pub stats: Stats,
+    /// After a failed `COMMIT` of several ops: the most ops the next flush may execute.
+    pub commit_limit: Option<u64>,
 }
 
 impl BatchQueue {
@@ -155,8 +189,10 @@ impl BatchQueue {
             outcomes: OutcomeStore::new(config.outcome_capacity),
             config,
             pending: VecDeque::new(),
+            pending_bytes: 0,
             next_ticket: 1,
             stats: Stats::default(),
+            commit_limit: None,
         })
     }
 
@@ -167,22 +203,40 @@ impl BatchQueue {
 
     /// Queues `op`, submitted at `now_ns`, and returns its ticket. O(1); nothing is executed.
     ///
-    /// Fails with [`SubmitError::QueueFull`] when `max_pending` ops are queued and with
-    /// [`SubmitError::EmptyUnit`] for a unit without statements; both count in
-    /// [`Stats::rejected`] and leave the queue unchanged.
+    /// Fails with [`SubmitError::QueueFull`] when `max_pending` ops are queued, with
+    /// [`SubmitError::QueueBytesFull`] or [`SubmitError::OpTooLarge`] when the op does not fit
+    /// in `max_pending_bytes`, and with [`SubmitError::EmptyUnit`] for a unit without
+    /// statements; all count in [`Stats::rejected`] and leave the queue unchanged.
     pub fn submit(&mut self, op: WriteOp, now_ns: u64) -> Result<Submitted, SubmitError> {
-        if self.pending.len() >= self.config.max_pending {
-            self.stats.rejected += 1;
-            return Err(SubmitError::QueueFull {
+        let op_bytes = op.size_bytes();
+        let capacity_bytes = self.config.max_pending_bytes;
+        let refusal = if self.pending.len() >= self.config.max_pending {
+            Some(SubmitError::QueueFull {
                 capacity: self.config.max_pending,
-            });
-        }
-        if matches!(&op, WriteOp::Unit(statements) if statements.is_empty()) {
+            })
+        } else if matches!(&op, WriteOp::Unit(statements) if statements.is_empty()) {
+            Some(SubmitError::EmptyUnit)
+        } else if op_bytes > capacity_bytes {
+            Some(SubmitError::OpTooLarge {
+                op_bytes,
+                capacity_bytes,
+            })
+        } else if self.pending_bytes.saturating_add(op_bytes) > capacity_bytes {
+            Some(SubmitError::QueueBytesFull {
+                pending_bytes: self.pending_bytes,
+                op_bytes,
+                capacity_bytes,
+            })
+        } else {
+            None
+        };
+        if let Some(error) = refusal {
             self.stats.rejected += 1;
-            return Err(SubmitError::EmptyUnit);
+            return Err(error);
         }
         let ticket = self.next_ticket;
         self.next_ticket += 1;
+        self.pending_bytes += op_bytes;
         self.pending.push_back(PendingOp {
             ticket,
             enqueued_ns: now_ns,
@@ -198,6 +252,11 @@ impl BatchQueue {
     /// Number of queued ops.
     pub fn len(&self) -> usize {
         self.pending.len()
+    }
+
+    /// Total [`WriteOp::size_bytes`] of the queued ops.
+    pub fn pending_bytes(&self) -> usize {
+        self.pending_bytes
     }
 
     /// Whether no op is queued.
@@ -221,17 +280,30 @@ impl BatchQueue {
     }
 
     /// Executes queued ops, oldest first, in ONE transaction (`BEGIN IMMEDIATE` ... `COMMIT`)
-    /// with cached prepared statements, and records one outcome per executed op.
+    /// with prepared statements held for the batch, and records one outcome per executed op.
     ///
     /// **What runs**: everything queued, not just `flush_size` ops, unless the instruction
-    /// budget stops it earlier. The meter is read once before `BEGIN`, once before each op
-    /// after the first, and once after `COMMIT`; an op starts only while fewer than
-    /// [`Config::flush_instruction_budget`] instructions have been used. The first op always
-    /// runs, so every flush makes progress. The ops not reached stay queued, in order, and
-    /// [`FlushReport::more_due`] is set. The budget bounds when the last op *starts*: leave
-    /// headroom under the message's instruction limit for that op and for `COMMIT`. (With
-    /// [`CountingMeter::new(s)`](crate::CountingMeter::new), a flush of n queued ops executes
-    /// `min(n, max(1, ceil(budget / s)))` ops.)
+    /// budget stops it earlier. `meter` is read once before `BEGIN`, once before each op after
+    /// the first, and once after `COMMIT` (plus the progress handler's reads while statements
+    /// run); an op starts only while fewer than [`Config::flush_instruction_budget`]
+    /// instructions have been used. The first op always runs, so every flush makes progress.
+    /// The ops not reached stay queued, in order, and [`FlushReport::more_due`] is set. (With
+    /// [`CountingMeter::new(s)`](crate::CountingMeter::new) and short statements, a flush of n
+    /// queued ops executes `min(n, max(1, ceil(budget / s)))` ops.)
+    ///
+    /// **No op can stop the queue.** SQLite's progress handler interrupts the running statement
+    /// once the flush's transaction has used `2 × flush_instruction_budget` instructions
+    /// ([`Budget::op_limit`]). SQLite then rolls back the whole transaction: the ops before the
+    /// interrupted one are re-applied and committed, and the interrupted op:
+    /// - if it was not the first op of the flush, stays queued, now first: the next flush gives
+    ///   it the whole limit before anything else;
+    /// - if it was the first, it had the whole limit alone and fails for good, with
+    ///   `SQLITE_INTERRUPT` and "interrupted: ..." ([`Stats::interrupted`]).
+    ///
+    /// A flush therefore uses at most about `3 × flush_instruction_budget` instructions (the
+    /// interrupted attempt, then the re-application of ops that all started under the budget)
+    /// plus rollback and `COMMIT`, whatever the ops: choose the budget so that this fits in the
+    /// message's instruction limit.
     ///
     /// **Failures of ops** are outcomes, never errors or panics: a failing statement is undone
     /// by SQLite alone and the others keep their effects; see [`execute_batch`](crate::execute_batch)
@@ -239,44 +311,98 @@ impl BatchQueue {
     ///
     /// **Errors**: if `BEGIN` or `COMMIT` fails, the transaction is rolled back, the error is
     /// returned, and the queue is unchanged (no op is lost; [`Stats::flush_errors`] counts it).
-    /// Ops leave the queue and get outcomes only after `COMMIT` succeeded.
+    /// A `COMMIT` can fail because of one op (a deferred constraint it violates): after a failed
+    /// `COMMIT` of n > 1 ops the next flush executes at most n / 2 of them, halving again on
+    /// each failure, until a `COMMIT` succeeds (the limit is lifted) or a single op fails to
+    /// commit alone, which then fails with `COMMIT`'s error and leaves the queue. So a flush
+    /// that cannot commit never blocks the queue for more than log2(n) + 1 flushes.
     ///
-    /// An empty queue returns an all-zero report without reading the meter or touching the
-    /// connection.
-    pub fn flush(
+    /// Ops leave the queue and get outcomes only after `COMMIT` succeeded. An empty queue
+    /// returns an all-zero report without reading the meter or touching the connection.
+    pub fn flush<M: InstructionMeter>(
         &mut self,
         conn: &Connection,
-        meter: &dyn InstructionMeter,
+        meter: &M,
+    ) -> Result<FlushReport, FlushError> {
+        self.flush_at_most(conn, meter, usize::MAX)
+    }
+
+    /// [`flush`](Self::flush), executing at most `max_ops` ops (at least 1 if any is queued).
+    /// A canister that suspects an op of making its flushes trap flushes fewer and fewer ops
+    /// to find it (see [`fail_first`](Self::fail_first)).
+    pub fn flush_at_most<M: InstructionMeter>(
+        &mut self,
+        conn: &Connection,
+        meter: &M,
+        max_ops: usize,
     ) -> Result<FlushReport, FlushError> {
         if self.pending.is_empty() {
             return Ok(FlushReport::default());
         }
+        let budget = Budget::new(meter.clone(), self.config.flush_instruction_budget);
         let start = meter.instructions();
-        let budget = Budget {
-            meter,
-            start,
-            limit: self.config.flush_instruction_budget,
-        };
+        let len = self
+            .commit_limit
+            .unwrap_or(usize::MAX)
+            .min(max_ops.max(1))
+            .min(self.pending.len());
         let pending = &self.pending;
-        let outcomes = match run_batch(conn, pending.len(), |i| &pending[i].op, Some(&budget)) {
-            Ok(outcomes) => outcomes,
-            Err(error) => {
+        let result = run_batch(
+            conn,
+            len,
+            |i| &pending[i].op,
+            Some((&budget, start)),
+            OnInterrupt::LeavePending,
+        );
+        let mut run = match result {
+            Ok(run) => run,
+            Err(FlushError::Commit(error)) if len == 1 => {
+                // The op cannot commit even alone: it fails, and the queue moves on.
+                let failure = OpOutcome::Failed {
+                    code: error_code(&error),
+                    error: format!("COMMIT failed: {error}"),
+                };
                 self.stats.flush_errors += 1;
+                self.stats.last_error = Some(format!(
+                    "ticket {}: COMMIT failed: {error}",
+                    self.pending[0].ticket
+                ));
+                BatchRun {
+                    outcomes: vec![failure],
+                    ..Default::default()
+                }
+            }
+            Err(error) => {
+                if let FlushError::Commit(_) = &error {
+                    self.commit_limit = Some(len / 2);
+                }
+                self.stats.flush_errors += 1;
+                self.stats.last_error = Some(error.to_string());
                 return Err(error);
             }
         };
+        self.commit_limit = None;
         let instructions = meter.instructions().saturating_sub(start);
-        let executed = outcomes.len();
+        let executed = run.outcomes.len();
         let mut committed = 0;
-        for (op, outcome) in self.pending.drain(..executed).zip(outcomes) {
+        for (op, mut outcome) in self.pending.drain(..executed).zip(run.outcomes.drain(..)) {
+            self.pending_bytes -= op.op.size_bytes();
+            truncate_error(&mut outcome);
             if outcome.is_committed() {
                 committed += 1;
+            } else if outcome.code() == Some(rusqlite::ffi::SQLITE_INTERRUPT) {
+                self.stats.last_error = Some(format!(
+                    "ticket {}: {}",
+                    op.ticket,
+                    outcome.error().unwrap_or_default()
+                ));
             }
             self.outcomes.insert(op.ticket, outcome);
         }
         let failed = executed - committed;
         self.stats.committed += committed as u64;
         self.stats.failed += failed as u64;
+        self.stats.interrupted += run.interrupted as u64;
         self.stats.flushes += 1;
         self.stats.last_flush_ops = executed as u64;
         self.stats.last_flush_instructions = instructions;
@@ -285,10 +411,35 @@ impl BatchQueue {
             executed,
             committed,
             failed,
+            interrupted: run.interrupted,
             remaining,
             more_due: remaining > 0,
             instructions,
         })
+    }
+
+    /// Removes the first queued op without executing it, recording it as failed with
+    /// `SQLITE_ABORT` (4) and `error`; returns its ticket (`None` if nothing is queued).
+    ///
+    /// For a canister that found the op makes every flush trap (a trap undoes the whole
+    /// message, so the queue cannot record the failure itself): without this, such an op would
+    /// stop the queue for good. It counts in [`Stats::failed`] and sets [`Stats::last_error`].
+    pub fn fail_first(&mut self, error: impl Into<String>) -> Option<Ticket> {
+        let op = self.pending.pop_front()?;
+        self.pending_bytes -= op.op.size_bytes();
+        let mut outcome = OpOutcome::Failed {
+            code: rusqlite::ffi::SQLITE_ABORT,
+            error: error.into(),
+        };
+        truncate_error(&mut outcome);
+        self.stats.last_error = Some(format!(
+            "ticket {}: {}",
+            op.ticket,
+            outcome.error().unwrap_or_default()
+        ));
+        self.stats.failed += 1;
+        self.outcomes.insert(op.ticket, outcome);
+        Some(op.ticket)
     }
 
     /// Where the op with `ticket` is. O(log n) in the number of kept outcomes.
@@ -322,6 +473,24 @@ impl BatchQueue {
         self.pending.iter()
     }
 
+    /// The ticket the next accepted op gets.
+    pub fn next_ticket(&self) -> Ticket {
+        self.next_ticket
+    }
+
+    /// After a failed `COMMIT` of several ops: the most ops the next flush executes.
+    pub fn commit_limit(&self) -> Option<usize> {
+        self.commit_limit
+    }
+
+    pub(crate) fn pending_deque(&self) -> &VecDeque<PendingOp> {
+        &self.pending
+    }
+
+    pub(crate) fn outcome_entries(&self) -> &VecDeque<(Ticket, OpOutcome)> {
+        self.outcomes.entries()
+    }
+
     /// A copy of the whole state (queued ops with tickets and submit times, next ticket, kept
     /// outcomes, counters), for [`from_state`](Self::from_state). O(n) in queued ops and kept
     /// outcomes.
@@ -338,7 +507,19 @@ impl BatchQueue {
                 })
                 .collect(),
             stats: self.stats(),
+            commit_limit: self.commit_limit.map(|limit| limit as u64),
         }
+    }
+
+    /// Replaces the configuration, keeping everything queued and the outcomes (beyond a
+    /// smaller `outcome_capacity` the oldest are evicted; beyond a smaller `max_pending`,
+    /// submits are rejected until flushes drain the queue below it). Fails, changing nothing,
+    /// if `config` is invalid.
+    pub fn reconfigure(&mut self, config: Config) -> Result<(), ConfigError> {
+        config.validate()?;
+        self.outcomes.set_capacity(config.outcome_capacity);
+        self.config = config;
+        Ok(())
     }
 
     /// Restores a queue from [`to_state`](Self::to_state), possibly with a new `config`.
@@ -388,16 +569,47 @@ impl BatchQueue {
             outcomes.insert(stored.ticket, stored.outcome);
         }
         let pending: VecDeque<PendingOp> = state.pending.into();
+        let pending_bytes = pending
+            .iter()
+            .map(|op| op.op.size_bytes())
+            .fold(0, usize::saturating_add);
         let stats = Stats {
             pending: pending.len() as u64,
             ..state.stats
         };
+        let commit_limit = match state.commit_limit {
+            None => None,
+            Some(limit) => match usize::try_from(limit) {
+                Ok(limit) if limit > 0 => Some(limit),
+                _ => return invalid("commit_limit is 0 or too large"),
+            },
+        };
         Ok(BatchQueue {
             config,
             pending,
+            pending_bytes,
             next_ticket: state.next_ticket,
             outcomes,
             stats,
+            commit_limit,
         })
+    }
+}
+
+/// Longest error text an outcome keeps (SQLite's syntax errors quote the whole statement).
+pub const MAX_ERROR_BYTES: usize = 1_024;
+
+/// Cuts a failed outcome's error text to [`MAX_ERROR_BYTES`] (at a character boundary, ending
+/// with "…"), so that kept outcomes stay small whatever the ops.
+fn truncate_error(outcome: &mut OpOutcome) {
+    if let OpOutcome::Failed { error, .. } = outcome
+        && error.len() > MAX_ERROR_BYTES
+    {
+        let mut end = MAX_ERROR_BYTES - '…'.len_utf8();
+        while !error.is_char_boundary(end) {
+            end -= 1;
+        }
+        error.truncate(end);
+        error.push('…');
     }
 }

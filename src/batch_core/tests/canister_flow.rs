@@ -4,8 +4,8 @@
 
 use batch_core::rusqlite::Connection;
 use batch_core::{
-    BatchQueue, Clock, Config, CountingMeter, ManualClock, OpOutcome, OpStatus, QueueState,
-    SqlValue, Ticket, WriteOp,
+    BatchQueue, Clock, Config, CountingMeter, ManualClock, OpOutcome, OpStatus, SqlValue, Ticket,
+    WriteOp,
 };
 
 const SCHEMA: &str = "
@@ -83,6 +83,7 @@ fn size_trigger_timer_and_upgrade_lose_nothing() {
         flush_size: 4,
         max_delay_ns: 1_000_000_000,
         max_pending: 100,
+        max_pending_bytes: 1 << 20,
         // Two ops per flush with a meter advancing by 1 per read.
         flush_instruction_budget: 2,
         outcome_capacity: 100,
@@ -113,9 +114,9 @@ fn size_trigger_timer_and_upgrade_lose_nothing() {
     // post_upgrade restores it and re-arms the timer.
     tickets.push(canister.create_user("e", clock.now_ns()));
     tickets.push(canister.create_user("a", clock.now_ns())); // duplicate email: will fail
-    let stable_memory = serde_json::to_vec(&canister.queue.to_state()).unwrap();
-    let state: QueueState = serde_json::from_slice(&stable_memory).unwrap();
-    canister.queue = BatchQueue::from_state(config, state).unwrap();
+    let stable_memory = canister.queue.save(Vec::new()).unwrap();
+    canister.queue = BatchQueue::restore(&stable_memory).unwrap();
+    assert_eq!(canister.queue.config(), &config);
     canister.timer = canister.queue.next_due(clock.now_ns());
     assert_eq!(canister.queue.status(tickets[4]), OpStatus::Pending);
 
@@ -126,6 +127,7 @@ fn size_trigger_timer_and_upgrade_lose_nothing() {
     assert_eq!(
         canister.queue.status(tickets[5]),
         OpStatus::Done(OpOutcome::Failed {
+            code: batch_core::rusqlite::ffi::SQLITE_CONSTRAINT_UNIQUE,
             error: "UNIQUE constraint failed: users.email".into()
         })
     );

@@ -7,6 +7,7 @@ fn default_is_valid() {
     assert_eq!(config.flush_size, 100);
     assert_eq!(config.max_delay_ns, 1_000_000_000);
     assert_eq!(config.max_pending, 10_000);
+    assert_eq!(config.max_pending_bytes, 128 << 20);
     assert_eq!(config.flush_instruction_budget, 10_000_000_000);
     assert_eq!(config.outcome_capacity, 10_000);
 }
@@ -48,6 +49,11 @@ fn invalid_configs() {
             ConfigError::ZeroInstructionBudget,
         ),
     ];
+    let zero_bytes = Config {
+        max_pending_bytes: 0,
+        ..base.clone()
+    };
+    assert_eq!(zero_bytes.validate(), Err(ConfigError::ZeroMaxPendingBytes));
     for (config, error) in cases {
         assert_eq!(config.validate(), Err(error));
     }
@@ -59,6 +65,7 @@ fn edge_configs_are_valid() {
         flush_size: 1,
         max_delay_ns: 0,
         max_pending: 1,
+        max_pending_bytes: 1,
         flush_instruction_budget: 1,
         outcome_capacity: 0,
     };
@@ -95,4 +102,19 @@ fn serde_round_trip() {
     };
     let json = serde_json::to_string(&config).unwrap();
     assert_eq!(serde_json::from_str::<Config>(&json).unwrap(), config);
+}
+
+#[test]
+fn a_flush_uses_at_most_three_budgets() {
+    let config = Config {
+        flush_instruction_budget: 7,
+        ..Config::default()
+    };
+    assert_eq!(config.max_flush_instructions(), 21);
+    assert_eq!(Config::default().max_flush_instructions(), 30_000_000_000);
+    let huge = Config {
+        flush_instruction_budget: u64::MAX / 2,
+        ..Config::default()
+    };
+    assert_eq!(huge.max_flush_instructions(), u64::MAX);
 }

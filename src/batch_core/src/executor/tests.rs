@@ -1,7 +1,14 @@
 use super::*;
+use crate::meter::{Budget, CountingMeter};
 use crate::op::SqlValue;
 use crate::testing::{
     count, dump, insert_order, insert_order_stmt, insert_user, insert_user_stmt, open_db,
+};
+use rusqlite::ffi::{
+    SQLITE_CONSTRAINT_FOREIGNKEY as FOREIGN_KEY, SQLITE_CONSTRAINT_NOTNULL as NOT_NULL,
+    SQLITE_CONSTRAINT_TRIGGER as TRIGGER, SQLITE_CONSTRAINT_UNIQUE as UNIQUE,
+    SQLITE_ERROR as ERROR, SQLITE_FULL as FULL, SQLITE_INTERRUPT as INTERRUPT,
+    SQLITE_MISUSE as MISUSE, SQLITE_RANGE as RANGE,
 };
 
 fn committed(rows_changed: u64, last_insert_rowid: i64) -> OpOutcome {
@@ -11,8 +18,9 @@ fn committed(rows_changed: u64, last_insert_rowid: i64) -> OpOutcome {
     }
 }
 
-fn failed(error: &str) -> OpOutcome {
+fn failed(code: i32, error: &str) -> OpOutcome {
     OpOutcome::Failed {
+        code,
         error: error.to_owned(),
     }
 }
@@ -81,47 +89,70 @@ fn single_statement_outcomes() {
 fn error_texts_are_sqlite_messages() {
     let conn = open_db();
     execute_autocommit(&conn, &insert_user("a", "a@x"));
-    let cases: Vec<(WriteOp, &str)> = vec![
+    let cases: Vec<(WriteOp, i32, &str)> = vec![
         (
             insert_user("b", "a@x"),
+            UNIQUE,
             "UNIQUE constraint failed: users.email",
         ),
-        (insert_order(42, 1.0), "FOREIGN KEY constraint failed"),
+        (
+            insert_order(42, 1.0),
+            FOREIGN_KEY,
+            "FOREIGN KEY constraint failed",
+        ),
         (
             WriteOp::single(
                 crate::testing::INSERT_USER,
                 vec![SqlValue::Null, "n@x".into()],
             ),
+            NOT_NULL,
             "NOT NULL constraint failed: users.username",
         ),
         (
             WriteOp::single("INSRT INTO users VALUES (1)", vec![]),
+            ERROR,
             "near \"INSRT\": syntax error in INSRT INTO users VALUES (1) at offset 0",
         ),
         (
             WriteOp::single("UPDATE users SET nickname = ?1", vec!["x".into()]),
+            ERROR,
             "no such column: nickname",
         ),
         (
             WriteOp::single(crate::testing::INSERT_USER, vec!["only one".into()]),
+            RANGE,
             "Wrong number of parameters passed to query. Got 1, needed 2",
         ),
         (
             WriteOp::single("DELETE FROM users; DELETE FROM orders", vec![]),
+            MISUSE,
             "Multiple statements provided",
         ),
         (
             WriteOp::single("SELECT * FROM users", vec![]),
+            MISUSE,
             NOT_A_WRITE_ERROR,
         ),
-        (WriteOp::single("BEGIN", vec![]), NOT_A_WRITE_ERROR),
-        (WriteOp::single("COMMIT", vec![]), NOT_A_WRITE_ERROR),
-        (WriteOp::single("SAVEPOINT mine", vec![]), NOT_A_WRITE_ERROR),
-        (WriteOp::single("  -- nothing", vec![]), NOT_A_WRITE_ERROR),
-        (WriteOp::Unit(vec![]), EMPTY_UNIT_ERROR),
+        (WriteOp::single("BEGIN", vec![]), MISUSE, NOT_A_WRITE_ERROR),
+        (WriteOp::single("COMMIT", vec![]), MISUSE, NOT_A_WRITE_ERROR),
+        (
+            WriteOp::single("SAVEPOINT mine", vec![]),
+            MISUSE,
+            NOT_A_WRITE_ERROR,
+        ),
+        (
+            WriteOp::single("  -- nothing", vec![]),
+            MISUSE,
+            NOT_A_WRITE_ERROR,
+        ),
+        (WriteOp::Unit(vec![]), MISUSE, EMPTY_UNIT_ERROR),
     ];
-    for (op, error) in cases {
-        assert_eq!(execute_autocommit(&conn, &op), failed(error), "{op:?}");
+    for (op, code, error) in cases {
+        assert_eq!(
+            execute_autocommit(&conn, &op),
+            failed(code, error),
+            "{op:?}"
+        );
         assert!(conn.is_autocommit(), "{op:?}");
     }
     assert_eq!(count(&conn, "users"), 1);
@@ -140,10 +171,13 @@ fn failing_op_does_not_undo_the_others() {
     ];
     let (outcomes, conn) = batched_equals_autocommit(&[], &ops);
     assert_eq!(outcomes[0], committed(1, 1));
-    assert_eq!(outcomes[1], failed("UNIQUE constraint failed: users.email"));
+    assert_eq!(
+        outcomes[1],
+        failed(UNIQUE, "UNIQUE constraint failed: users.email")
+    );
     assert_eq!(outcomes[4], committed(1, 2));
     assert_eq!(outcomes[5], committed(1, 1));
-    assert_eq!(outcomes[6], failed("negative amount"));
+    assert_eq!(outcomes[6], failed(TRIGGER, "negative amount"));
     assert_eq!(count(&conn, "users"), 2);
 }
 
@@ -178,9 +212,9 @@ fn unit_savepoint_rollback() {
         outcomes,
         vec![
             committed(1, 1),
-            failed("statement 2: UNIQUE constraint failed: users.email"),
+            failed(UNIQUE, "statement 2: UNIQUE constraint failed: users.email"),
             committed(1, 2),
-            failed(&format!("statement 1: {NOT_A_WRITE_ERROR}")),
+            failed(MISUSE, &format!("statement 1: {NOT_A_WRITE_ERROR}")),
         ]
     );
     // Neither the user nor the order of the failed units exists.
@@ -196,7 +230,7 @@ fn unit_in_autocommit_mode_uses_its_own_transaction() {
     ]);
     assert_eq!(
         execute_autocommit(&conn, &bad),
-        failed("statement 1: FOREIGN KEY constraint failed")
+        failed(FOREIGN_KEY, "statement 1: FOREIGN KEY constraint failed")
     );
     assert!(conn.is_autocommit());
     assert_eq!(count(&conn, "users"), 0);
@@ -234,11 +268,11 @@ fn transaction_rollback_reapplies_earlier_ops() {
         vec![
             committed(1, 1),
             committed(1, 2),
-            failed("UNIQUE constraint failed: users.email"),
-            failed("UNIQUE constraint failed: users.email"),
+            failed(UNIQUE, "UNIQUE constraint failed: users.email"),
+            failed(UNIQUE, "UNIQUE constraint failed: users.email"),
             committed(1, 1),
-            failed("amount over limit"),
-            failed("statement 1: amount over limit"),
+            failed(TRIGGER, "amount over limit"),
+            failed(TRIGGER, "statement 1: amount over limit"),
             committed(1, 3),
         ]
     );
@@ -274,7 +308,7 @@ fn full_disk_rolls_back_and_reapplies() {
         .map(|op| execute_autocommit(&reference, op))
         .collect();
     assert_eq!(outcomes, expected);
-    assert_eq!(outcomes[1], failed("database or disk is full"));
+    assert_eq!(outcomes[1], failed(FULL, "database or disk is full"));
     assert_eq!(dump(&batched), dump(&reference));
     assert_eq!(count(&batched, "users"), 2);
 }
@@ -326,7 +360,7 @@ fn commit_failure_rolls_back() {
     // Alone, the deferred violation is the op's own failure.
     assert_eq!(
         execute_autocommit(&conn, &ops[1]),
-        failed("FOREIGN KEY constraint failed")
+        failed(FOREIGN_KEY, "FOREIGN KEY constraint failed")
     );
     let unit = WriteOp::Unit(vec![Statement::new(
         "INSERT INTO deferred (user_id) VALUES (98)",
@@ -334,7 +368,7 @@ fn commit_failure_rolls_back() {
     )]);
     assert_eq!(
         execute_autocommit(&conn, &unit),
-        failed("RELEASE failed: FOREIGN KEY constraint failed")
+        failed(FOREIGN_KEY, "RELEASE failed: FOREIGN KEY constraint failed")
     );
     assert!(conn.is_autocommit());
     assert_eq!(count(&conn, "deferred"), 0);
@@ -386,4 +420,110 @@ fn statements_are_prepared_once_and_cached() {
     expected.sort();
     assert_eq!(prepared_statements(&conn), expected);
     assert_eq!(count(&conn, "users"), 50);
+}
+
+/// A write that changes nothing and runs about 200,000 virtual-machine operations (about 200
+/// progress-handler reads at the default period).
+const HEAVY: &str = "INSERT INTO users (username, email) SELECT 'never', 'never@x' FROM \
+    (WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c WHERE x < 40000) \
+    SELECT x FROM c) WHERE x < 0";
+
+fn heavy() -> WriteOp {
+    WriteOp::single(HEAVY, vec![])
+}
+
+/// A meter that only moves while statements run: 1 per progress-handler read.
+fn statement_meter() -> CountingMeter {
+    CountingMeter::with_statement_step(0, 1)
+}
+
+#[test]
+fn the_heavy_op_is_heavy_and_harmless_without_a_guard() {
+    let conn = open_db();
+    assert_eq!(execute_autocommit(&conn, &heavy()), committed(0, 0));
+    let meter = statement_meter();
+    let outcome = execute_autocommit_within(&conn, &heavy(), &Budget::new(meter.clone(), 1_000));
+    assert_eq!(outcome, committed(0, 0));
+    // About one read per 1,000 operations: it needs far more than the guards below allow.
+    assert!(meter.statement_reads() > 150, "{}", meter.statement_reads());
+}
+
+#[test]
+fn autocommit_within_interrupts_an_op_over_its_limit() {
+    let conn = open_db();
+    let meter = statement_meter();
+    let outcome = execute_autocommit_within(&conn, &heavy(), &Budget::new(meter.clone(), 50));
+    assert_eq!(
+        outcome,
+        failed(
+            INTERRUPT,
+            "interrupted: the op was still running after its limit of 50 instructions and was rolled back"
+        )
+    );
+    // The handler stopped it at the limit, not at the end.
+    assert_eq!(meter.statement_reads(), 50);
+    assert!(conn.is_autocommit());
+    // The guard is gone: the same op without a budget runs to completion.
+    assert_eq!(execute_autocommit(&conn, &heavy()), committed(0, 0));
+    // A unit is interrupted as a whole, its earlier statement undone.
+    let unit = WriteOp::Unit(vec![
+        insert_user_stmt("a", "a@x"),
+        Statement::new(HEAVY, vec![]),
+    ]);
+    let outcome = execute_autocommit_within(&conn, &unit, &Budget::new(statement_meter(), 50));
+    assert_eq!(outcome.code(), Some(INTERRUPT));
+    assert_eq!(count(&conn, "users"), 0);
+    assert!(conn.is_autocommit());
+}
+
+#[test]
+fn batch_within_fails_the_interrupted_op_and_keeps_the_others() {
+    let batched = open_db();
+    let reference = open_db();
+    let ops = vec![
+        insert_user("a", "a@x"),
+        insert_order(1, 2.0),
+        heavy(),
+        insert_user("b", "b@x"),
+    ];
+    // Budget 50: the ops before the heavy one use a few reads, the heavy one is interrupted at
+    // 100 (the op limit); the batch has then used its budget, so the last op does not start.
+    let outcomes =
+        execute_batch_within(&batched, &ops, &Budget::new(statement_meter(), 50)).unwrap();
+    let expected_first: Vec<OpOutcome> = ops[..2]
+        .iter()
+        .map(|op| execute_autocommit(&reference, op))
+        .collect();
+    assert_eq!(outcomes[..2], expected_first[..]);
+    assert_eq!(
+        outcomes[2],
+        failed(
+            INTERRUPT,
+            "interrupted: the batch reached its limit of 100 instructions while this op ran; the op was rolled back (run it alone or in a smaller batch)"
+        )
+    );
+    assert_eq!(
+        outcomes[3],
+        failed(
+            INTERRUPT,
+            "not executed: the batch's instruction budget (50 instructions) was used up before this op started"
+        )
+    );
+    assert_eq!(dump(&batched), dump(&reference));
+    assert!(batched.is_autocommit());
+    // With a larger budget the same batch commits everything.
+    let roomy = open_db();
+    let outcomes =
+        execute_batch_within(&roomy, &ops, &Budget::new(statement_meter(), 1_000)).unwrap();
+    assert!(outcomes.iter().all(OpOutcome::is_committed), "{outcomes:?}");
+}
+
+#[test]
+fn batch_within_an_interrupted_first_op_lets_nothing_else_start() {
+    let conn = open_db();
+    let ops = vec![heavy(), insert_user("a", "a@x")];
+    let outcomes = execute_batch_within(&conn, &ops, &Budget::new(statement_meter(), 50)).unwrap();
+    assert_eq!(outcomes[0].code(), Some(INTERRUPT));
+    assert_eq!(outcomes[1].code(), Some(INTERRUPT));
+    assert_eq!(count(&conn, "users"), 0);
 }

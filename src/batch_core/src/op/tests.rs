@@ -73,10 +73,12 @@ fn outcome_accessors() {
         last_insert_rowid: 2,
     };
     let err = OpOutcome::Failed {
+        code: 19,
         error: "boom".into(),
     };
     assert!(ok.is_committed() && !err.is_committed());
     assert_eq!((ok.error(), err.error()), (None, Some("boom")));
+    assert_eq!((ok.code(), err.code()), (None, Some(19)));
 }
 
 #[test]
@@ -94,6 +96,7 @@ fn serde_round_trip() {
     let json = serde_json::to_string(&op).unwrap();
     assert_eq!(serde_json::from_str::<WriteOp>(&json).unwrap(), op);
     let outcome = OpOutcome::Failed {
+        code: 2067,
         error: "UNIQUE constraint failed: users.email".into(),
     };
     let json = serde_json::to_string(&outcome).unwrap();

@@ -6,7 +6,10 @@
 //! executor distinguishes: constraint violations (`UNIQUE`, `NOT NULL`, foreign keys), a trigger
 //! aborting the statement, `INSERT OR ROLLBACK` / `UPDATE OR ROLLBACK` and a `RAISE(ROLLBACK)`
 //! trigger ending the whole transaction, bad SQL, an unknown column, a wrong parameter count,
-//! a read-only statement, and units failing part-way.
+//! a read-only statement, units failing part-way, and heavy ops that the instruction guard
+//! interrupts (flushes with a meter that charges for SQLite's virtual-machine operations: a
+//! heavy op not at the head is left for the next flush, at the head it fails alone; every
+//! other op is unaffected).
 
 use std::collections::VecDeque;
 
@@ -14,7 +17,7 @@ use proptest::prelude::*;
 
 use super::*;
 use crate::clock::{Clock, ManualClock};
-use crate::executor::execute_autocommit;
+use crate::executor::{TEST_PROGRESS_PERIOD_OPS, execute_autocommit};
 use crate::meter::CountingMeter;
 use crate::op::{SqlValue, Statement};
 use crate::testing::{INSERT_ORDER, INSERT_USER, dump, open_db};
@@ -87,11 +90,29 @@ fn statement() -> impl Strategy<Value = Statement> {
     ]
 }
 
+/// A write that changes nothing but runs about 200,000 virtual-machine operations: committed
+/// (no rows) when nothing limits it, interrupted by a [`HEAVY_FLUSH_BUDGET`] guard.
+const HEAVY_SQL: &str = "INSERT INTO users (username, email) SELECT 'never', 'never@x' FROM \
+    (WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c WHERE x < 40000) \
+    SELECT x FROM c) WHERE x < 0";
+
+/// The progress handler's period in the heavy flushes: a meter read every 10 operations.
+const HEAVY_PERIOD_OPS: i32 = 10;
+/// The budget of the heavy flushes, in meter reads of the progress handler (1 instruction
+/// each): the ops of one flush (at most 30, each a few hundred operations) stay far below it,
+/// a heavy op alone needs about 20,000 reads, far above its limit of twice this.
+const HEAVY_FLUSH_BUDGET: u64 = 5_000;
+
+fn is_heavy(op: &WriteOp) -> bool {
+    matches!(op, WriteOp::Single(statement) if statement.sql == HEAVY_SQL)
+}
+
 fn write_op() -> impl Strategy<Value = WriteOp> {
     prop_oneof![
-        6 => statement().prop_map(WriteOp::Single),
-        2 => prop::collection::vec(statement(), 1..4).prop_map(WriteOp::Unit),
-        1 => Just(WriteOp::Unit(Vec::new())),
+        12 => statement().prop_map(WriteOp::Single),
+        4 => prop::collection::vec(statement(), 1..4).prop_map(WriteOp::Unit),
+        2 => Just(WriteOp::Unit(Vec::new())),
+        1 => Just(WriteOp::single(HEAVY_SQL, vec![])),
     ]
 }
 
@@ -101,9 +122,12 @@ enum Action {
     Submit(WriteOp),
     /// Flush with a `CountingMeter` advancing by `step` per read.
     Flush { step: u64 },
+    /// Flush with a meter that charges 1 per progress-handler read (every 10 operations of a
+    /// running statement) and nothing else, under [`HEAVY_FLUSH_BUDGET`].
+    HeavyFlush,
     /// Flush while a transaction is open on the connection: `BEGIN` fails.
     FlushInsideTransaction,
-    /// `to_state` through JSON and `from_state`, as across a canister upgrade.
+    /// `save` to bytes and `restore`, as across a canister upgrade.
     Upgrade,
     /// Let time pass.
     Tick(u64),
@@ -113,6 +137,7 @@ fn action() -> impl Strategy<Value = Action> {
     prop_oneof![
         12 => write_op().prop_map(Action::Submit),
         3 => (0..300u64).prop_map(|step| Action::Flush { step }),
+        1 => Just(Action::HeavyFlush),
         1 => Just(Action::FlushInsideTransaction),
         1 => Just(Action::Upgrade),
         2 => (0..2_000u64).prop_map(Action::Tick),
@@ -130,6 +155,7 @@ fn queue_config() -> impl Strategy<Value = Config> {
         .prop_map(|(a, b, budget, delay, outcome_capacity)| Config {
             flush_size: a.min(b),
             max_pending: a.max(b),
+            max_pending_bytes: 1 << 20,
             max_delay_ns: delay,
             flush_instruction_budget: budget,
             outcome_capacity,
@@ -213,6 +239,7 @@ fn check_flush(
             executed,
             committed,
             failed: executed - committed,
+            interrupted: 0,
             remaining,
             more_due: remaining > 0,
             instructions,
@@ -224,6 +251,90 @@ fn check_flush(
         model.stats.flushes += 1;
         model.stats.last_flush_ops = executed as u64;
         model.stats.last_flush_instructions = instructions;
+    }
+    prop_assert!(conn.is_autocommit());
+    prop_assert_eq!(dump(conn), dump(&model.conn));
+    for (ticket, _) in &model.flushed[model.flushed.len() - executed..] {
+        prop_assert_eq!(
+            queue.status(*ticket),
+            model.expected_status(&config, *ticket)
+        );
+    }
+    Ok(())
+}
+
+/// A flush under the instruction guard: heavy ops are interrupted, nothing else is.
+fn check_heavy_flush(
+    queue: &mut BatchQueue,
+    conn: &rusqlite::Connection,
+    model: &mut Model,
+) -> Result<(), TestCaseError> {
+    let config = queue.config().clone();
+    queue
+        .reconfigure(Config {
+            flush_instruction_budget: HEAVY_FLUSH_BUDGET,
+            ..config.clone()
+        })
+        .expect("valid config");
+    let meter = CountingMeter::with_statement_step(0, 1);
+    let previous = TEST_PROGRESS_PERIOD_OPS.with(|period| period.replace(HEAVY_PERIOD_OPS));
+    let result = queue.flush(conn, &meter);
+    TEST_PROGRESS_PERIOD_OPS.with(|period| period.set(previous));
+    queue.reconfigure(config.clone()).expect("valid config");
+    let report = result.map_err(|error| TestCaseError::fail(format!("flush failed: {error}")))?;
+
+    let mut executed = 0;
+    let mut committed = 0;
+    let mut interrupted = 0;
+    while let Some((ticket, _, op)) = model.pending.front() {
+        let ticket = *ticket;
+        if is_heavy(op) {
+            if executed == 0 {
+                let error = format!(
+                    "interrupted: the op was still running after {} instructions, alone at the start of a flush (2 × flush_instruction_budget), and was rolled back",
+                    2 * HEAVY_FLUSH_BUDGET
+                );
+                model.stats.last_error = Some(format!("ticket {ticket}: {error}"));
+                model.flushed.push((
+                    ticket,
+                    OpOutcome::Failed {
+                        code: rusqlite::ffi::SQLITE_INTERRUPT,
+                        error,
+                    },
+                ));
+                model.pending.pop_front();
+                executed += 1;
+                interrupted += 1;
+            }
+            // The guard used at least the budget: nothing starts after a heavy op.
+            break;
+        }
+        let (_, _, op) = model.pending.pop_front().expect("front exists");
+        let outcome = execute_autocommit(&model.conn, &op);
+        committed += usize::from(outcome.is_committed());
+        model.flushed.push((ticket, outcome));
+        executed += 1;
+    }
+    let remaining = model.pending.len();
+    prop_assert_eq!(
+        report,
+        FlushReport {
+            executed,
+            committed,
+            failed: executed - committed,
+            interrupted,
+            remaining,
+            more_due: remaining > 0,
+            instructions: report.instructions,
+        }
+    );
+    if executed > 0 {
+        model.stats.committed += committed as u64;
+        model.stats.failed += (executed - committed) as u64;
+        model.stats.interrupted += interrupted as u64;
+        model.stats.flushes += 1;
+        model.stats.last_flush_ops = executed as u64;
+        model.stats.last_flush_instructions = report.instructions;
     }
     prop_assert!(conn.is_autocommit());
     prop_assert_eq!(dump(conn), dump(&model.conn));
@@ -279,6 +390,7 @@ fn run(config: Config, actions: Vec<Action>) -> Result<(), TestCaseError> {
                 }
             }
             Action::Flush { step } => check_flush(&mut queue, &conn, &mut model, step)?,
+            Action::HeavyFlush => check_heavy_flush(&mut queue, &conn, &mut model)?,
             Action::FlushInsideTransaction => {
                 let before = queue.to_state();
                 conn.execute_batch("BEGIN").expect("begin");
@@ -289,6 +401,9 @@ fn run(config: Config, actions: Vec<Action>) -> Result<(), TestCaseError> {
                 } else {
                     prop_assert!(matches!(result, Err(FlushError::Begin(_))));
                     model.stats.flush_errors += 1;
+                    model.stats.last_error = Some(
+                        "BEGIN failed: cannot start a transaction within a transaction".into(),
+                    );
                 }
                 let after = queue.to_state();
                 prop_assert_eq!(&after.pending, &before.pending);
@@ -297,10 +412,9 @@ fn run(config: Config, actions: Vec<Action>) -> Result<(), TestCaseError> {
             }
             Action::Upgrade => {
                 let state = queue.to_state();
-                let json = serde_json::to_string(&state).expect("serialize state");
-                let decoded: QueueState = serde_json::from_str(&json).expect("deserialize state");
-                prop_assert_eq!(&decoded, &state);
-                queue = BatchQueue::from_state(config.clone(), decoded).expect("restore");
+                let bytes = queue.save(Vec::new()).expect("save");
+                queue = BatchQueue::restore(&bytes).expect("restore");
+                prop_assert_eq!(queue.config(), &config);
                 prop_assert_eq!(queue.to_state(), state);
             }
             Action::Tick(delta) => clock.advance(delta),

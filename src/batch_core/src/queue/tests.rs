@@ -3,12 +3,17 @@ use crate::clock::{Clock, ManualClock};
 use crate::meter::CountingMeter;
 use crate::op::Statement;
 use crate::testing::{count, dump, insert_order, insert_user, insert_user_stmt, open_db};
+use rusqlite::ffi::{
+    SQLITE_CONSTRAINT_FOREIGNKEY as FOREIGN_KEY, SQLITE_CONSTRAINT_TRIGGER as TRIGGER,
+    SQLITE_CONSTRAINT_UNIQUE as UNIQUE,
+};
 
 fn config(flush_size: usize, max_pending: usize) -> Config {
     Config {
         flush_size,
         max_delay_ns: 1_000,
         max_pending,
+        max_pending_bytes: 1 << 20,
         flush_instruction_budget: u64::MAX,
         outcome_capacity: 1_000,
     }
@@ -25,8 +30,9 @@ fn committed(rows_changed: u64, last_insert_rowid: i64) -> OpStatus {
     })
 }
 
-fn failed(error: &str) -> OpStatus {
+fn failed(code: i32, error: &str) -> OpStatus {
     OpStatus::Done(OpOutcome::Failed {
+        code,
         error: error.to_owned(),
     })
 }
@@ -174,6 +180,7 @@ fn flush_takes_everything_pending_in_one_transaction() {
             executed: 7,
             committed: 7,
             failed: 0,
+            interrupted: 0,
             remaining: 0,
             more_due: false,
             // Reads: start, before ops 2..=7, end.
@@ -206,6 +213,7 @@ fn budget_stops_between_ops_and_leaves_the_rest_queued_in_order() {
             executed: 3,
             committed: 3,
             failed: 0,
+            interrupted: 0,
             remaining: 7,
             more_due: true,
             instructions: 400,
@@ -324,7 +332,7 @@ fn outcomes_are_evicted_oldest_first() {
     assert_eq!(queue.status(3), committed(1, 3));
     assert_eq!(
         queue.status(4),
-        failed("UNIQUE constraint failed: users.email")
+        failed(UNIQUE, "UNIQUE constraint failed: users.email")
     );
     assert_eq!(queue.status(5), OpStatus::Unknown);
 }
@@ -377,6 +385,8 @@ fn stats_are_exact() {
             last_flush_ops: 2,
             last_flush_instructions: 2,
             flush_errors: 0,
+            interrupted: 0,
+            last_error: None,
         }
     );
 }
@@ -400,6 +410,9 @@ fn begin_failure_leaves_the_queue_unchanged() {
         after.stats,
         Stats {
             flush_errors: 1,
+            last_error: Some(
+                "BEGIN failed: cannot start a transaction within a transaction".into()
+            ),
             ..before.stats
         }
     );
@@ -439,6 +452,66 @@ fn commit_failure_rolls_back_and_leaves_the_queue_unchanged() {
     assert_eq!(queue.status(1), OpStatus::Pending);
     assert_eq!(queue.stats().flush_errors, 1);
     assert_eq!(queue.stats().flushes, 0);
+    assert_eq!(
+        queue.stats().last_error.as_deref(),
+        Some("COMMIT failed: FOREIGN KEY constraint failed")
+    );
+    assert_eq!(queue.commit_limit(), Some(1));
+}
+
+#[test]
+fn an_op_that_cannot_commit_is_isolated_and_fails_alone() {
+    let conn = open_db();
+    conn.execute_batch(
+        "CREATE TABLE deferred (user_id INTEGER REFERENCES users(user_id) DEFERRABLE INITIALLY DEFERRED);",
+    )
+    .unwrap();
+    let mut queue = BatchQueue::new(config(10, 10)).unwrap();
+    for i in 1..=5 {
+        queue.submit(user(i), 0).unwrap();
+    }
+    // Ticket 6 violates a deferred constraint: every COMMIT that includes it fails.
+    let poison = WriteOp::single("INSERT INTO deferred VALUES (42)", vec![]);
+    queue.submit(poison, 0).unwrap();
+    for i in 7..=8 {
+        queue.submit(user(i), 0).unwrap();
+    }
+    // 8 ops fail to commit; then 4 (tickets 1..=4) commit, and the limit is lifted.
+    assert!(queue.flush(&conn, &CountingMeter::new(1)).is_err());
+    assert_eq!(queue.commit_limit(), Some(4));
+    let report = queue.flush(&conn, &CountingMeter::new(1)).unwrap();
+    assert_eq!((report.committed, report.remaining), (4, 4));
+    assert_eq!(queue.commit_limit(), None);
+    // Tickets 5..=8 fail (limit 2), then 5..=6 fail (limit 1), then 5 commits alone.
+    assert!(queue.flush(&conn, &CountingMeter::new(1)).is_err());
+    assert!(queue.flush(&conn, &CountingMeter::new(1)).is_err());
+    assert_eq!(queue.commit_limit(), Some(1));
+    let report = queue.flush(&conn, &CountingMeter::new(1)).unwrap();
+    assert_eq!((report.committed, report.remaining), (1, 3));
+    // Ticket 6, alone, cannot commit: it fails and leaves the queue; nothing else is lost.
+    queue.flush(&conn, &CountingMeter::new(1)).unwrap_err();
+    assert_eq!(queue.commit_limit(), Some(1));
+    let report = queue.flush(&conn, &CountingMeter::new(1)).unwrap();
+    assert_eq!(
+        (report.executed, report.failed, report.remaining),
+        (1, 1, 2)
+    );
+    assert_eq!(
+        queue.status(6),
+        failed(FOREIGN_KEY, "COMMIT failed: FOREIGN KEY constraint failed")
+    );
+    let report = queue.flush(&conn, &CountingMeter::new(1)).unwrap();
+    assert_eq!((report.committed, report.remaining), (2, 0));
+    assert_eq!(count(&conn, "users"), 7);
+    for ticket in [1, 2, 3, 4, 5, 7, 8] {
+        assert!(
+            matches!(
+                queue.status(ticket),
+                OpStatus::Done(OpOutcome::Committed { .. })
+            ),
+            "ticket {ticket}"
+        );
+    }
 }
 
 #[test]
@@ -461,7 +534,7 @@ fn unit_savepoint_rollback_in_a_flush() {
     assert_eq!((report.committed, report.failed), (2, 1));
     assert_eq!(
         queue.status(2),
-        failed("statement 2: FOREIGN KEY constraint failed")
+        failed(FOREIGN_KEY, "statement 2: FOREIGN KEY constraint failed")
     );
     assert_eq!(queue.status(3), committed(1, 1));
     assert_eq!((count(&conn, "users"), count(&conn, "orders")), (1, 1));
@@ -499,9 +572,9 @@ fn transaction_rollback_in_a_flush_reapplies_earlier_ops() {
     }
     assert_eq!(
         queue.status(3),
-        failed("UNIQUE constraint failed: users.email")
+        failed(UNIQUE, "UNIQUE constraint failed: users.email")
     );
-    assert_eq!(queue.status(5), failed("amount over limit"));
+    assert_eq!(queue.status(5), failed(TRIGGER, "amount over limit"));
     assert_eq!(queue.status(6), committed(1, 2));
     assert_eq!(dump(&conn), dump(&reference));
 }
@@ -651,4 +724,215 @@ fn submit_and_report_types_serialize() {
     let status = committed(1, 2);
     let json = serde_json::to_string(&status).unwrap();
     assert_eq!(serde_json::from_str::<OpStatus>(&json).unwrap(), status);
+}
+
+/// A write that changes nothing and runs about 200,000 virtual-machine operations.
+const HEAVY: &str = "INSERT INTO users (username, email) SELECT 'never', 'never@x' FROM \
+    (WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c WHERE x < 40000) \
+    SELECT x FROM c) WHERE x < 0";
+
+#[test]
+fn a_heavy_op_never_blocks_the_queue() {
+    let conn = open_db();
+    let mut queue = BatchQueue::new(Config {
+        flush_instruction_budget: 50,
+        ..config(100, 100)
+    })
+    .unwrap();
+    // A meter that only moves while statements run (1 per progress-handler read, every 1,000
+    // virtual-machine operations): ordinary ops cost 0 or 1, the heavy op about 200.
+    let meter = || CountingMeter::with_statement_step(0, 1);
+    for i in 1..=3 {
+        queue.submit(user(i), 0).unwrap();
+    }
+    queue.submit(WriteOp::single(HEAVY, vec![]), 0).unwrap();
+    for i in 5..=6 {
+        queue.submit(user(i), 0).unwrap();
+    }
+    // Flush 1: tickets 1..=3 commit; the heavy op, interrupted after others ran, stays queued
+    // first with the ops behind it.
+    let report = queue.flush(&conn, &meter()).unwrap();
+    assert_eq!(
+        (
+            report.executed,
+            report.committed,
+            report.interrupted,
+            report.remaining
+        ),
+        (3, 3, 0, 3)
+    );
+    assert!(report.more_due);
+    assert_eq!(pending_tickets(&queue), vec![4, 5, 6]);
+    assert_eq!(count(&conn, "users"), 3);
+    // Flush 2: alone at the start with the whole limit, it is interrupted again and fails; the
+    // flush has used its budget, so nothing else starts.
+    let report = queue.flush(&conn, &meter()).unwrap();
+    assert_eq!(
+        (
+            report.executed,
+            report.failed,
+            report.interrupted,
+            report.remaining
+        ),
+        (1, 1, 1, 2)
+    );
+    let error = "interrupted: the op was still running after 100 instructions, alone at the start of a flush (2 × flush_instruction_budget), and was rolled back";
+    assert_eq!(
+        queue.status(4),
+        failed(rusqlite::ffi::SQLITE_INTERRUPT, error)
+    );
+    // Flush 3: the rest commits.
+    let report = queue.flush(&conn, &meter()).unwrap();
+    assert_eq!((report.committed, report.remaining), (2, 0));
+    assert_eq!(count(&conn, "users"), 5);
+    let stats = queue.stats();
+    assert_eq!(
+        (
+            stats.committed,
+            stats.failed,
+            stats.interrupted,
+            stats.flush_errors
+        ),
+        (5, 1, 1, 0)
+    );
+    assert_eq!(stats.last_error, Some(format!("ticket 4: {error}")));
+}
+
+#[test]
+fn a_heavy_op_first_in_line_fails_in_the_first_flush() {
+    let conn = open_db();
+    let mut queue = BatchQueue::new(Config {
+        flush_instruction_budget: 50,
+        ..config(100, 100)
+    })
+    .unwrap();
+    queue.submit(WriteOp::single(HEAVY, vec![]), 0).unwrap();
+    queue.submit(user(1), 0).unwrap();
+    let meter = CountingMeter::with_statement_step(0, 1);
+    let report = queue.flush(&conn, &meter).unwrap();
+    assert_eq!(
+        (report.executed, report.interrupted, report.remaining),
+        (1, 1, 1)
+    );
+    // It was stopped at its limit (plus at most one period), not run to the end.
+    assert!(
+        meter.statement_reads() <= 101,
+        "{}",
+        meter.statement_reads()
+    );
+    let report = queue
+        .flush(&conn, &CountingMeter::with_statement_step(0, 1))
+        .unwrap();
+    assert_eq!(report.committed, 1);
+    // With a budget that suffices, the same op commits (changing nothing).
+    queue
+        .reconfigure(Config {
+            flush_instruction_budget: 1_000,
+            ..config(100, 100)
+        })
+        .unwrap();
+    let ticket = queue
+        .submit(WriteOp::single(HEAVY, vec![]), 0)
+        .unwrap()
+        .ticket;
+    queue
+        .flush(&conn, &CountingMeter::with_statement_step(0, 1))
+        .unwrap();
+    assert_eq!(queue.status(ticket), committed(0, 0));
+}
+
+#[test]
+fn the_queue_is_bounded_in_bytes() {
+    let conn = open_db();
+    let mut queue = BatchQueue::new(Config {
+        max_pending_bytes: 200,
+        ..config(10, 10)
+    })
+    .unwrap();
+    // INSERT_USER is 51 bytes of SQL: 51 + 16 + two short texts.
+    let op = insert_user("ab", "c@x");
+    assert_eq!(op.size_bytes(), 51 + 16 + 2 + 3);
+    assert!(queue.submit(op.clone(), 0).is_ok());
+    assert!(queue.submit(op.clone(), 0).is_ok());
+    assert_eq!(queue.pending_bytes(), 144);
+    assert_eq!(
+        queue.submit(op.clone(), 0),
+        Err(SubmitError::QueueBytesFull {
+            pending_bytes: 144,
+            op_bytes: 72,
+            capacity_bytes: 200
+        })
+    );
+    let huge = insert_user(&"x".repeat(300), "h@x");
+    assert_eq!(
+        queue.submit(huge, 0),
+        Err(SubmitError::OpTooLarge {
+            op_bytes: 51 + 16 + 300 + 3,
+            capacity_bytes: 200
+        })
+    );
+    assert_eq!(queue.stats().rejected, 2);
+    // A flush frees the bytes, and a restored queue counts them again.
+    let restored = BatchQueue::restore(&queue.save(Vec::new()).unwrap()).unwrap();
+    assert_eq!(restored.pending_bytes(), 144);
+    queue.flush(&conn, &CountingMeter::new(1)).unwrap();
+    assert_eq!(queue.pending_bytes(), 0);
+    assert!(queue.submit(op, 0).is_ok());
+}
+
+#[test]
+fn kept_error_texts_are_bounded() {
+    let conn = open_db();
+    let mut queue = BatchQueue::new(config(10, 10)).unwrap();
+    // SQLite quotes the whole statement in a syntax error.
+    let sql = format!("INSRT INTO users VALUES ('{}é')", "x".repeat(5_000));
+    let ticket = queue
+        .submit(WriteOp::single(sql, vec![]), 0)
+        .unwrap()
+        .ticket;
+    queue.flush(&conn, &CountingMeter::new(1)).unwrap();
+    let OpStatus::Done(OpOutcome::Failed { error, code }) = queue.status(ticket) else {
+        panic!("expected a failure")
+    };
+    assert_eq!(code, rusqlite::ffi::SQLITE_ERROR);
+    assert!(
+        error.len() <= crate::queue::MAX_ERROR_BYTES,
+        "{}",
+        error.len()
+    );
+    assert!(error.starts_with("near \"INSRT\": syntax error") && error.ends_with('…'));
+}
+
+#[test]
+fn flush_at_most_and_fail_first() {
+    let conn = open_db();
+    let mut queue = BatchQueue::new(config(10, 10)).unwrap();
+    for i in 1..=5 {
+        queue.submit(user(i), 0).unwrap();
+    }
+    let report = queue
+        .flush_at_most(&conn, &CountingMeter::new(1), 2)
+        .unwrap();
+    assert_eq!((report.executed, report.remaining), (2, 3));
+    // 0 still executes one op: every flush makes progress.
+    let report = queue
+        .flush_at_most(&conn, &CountingMeter::new(1), 0)
+        .unwrap();
+    assert_eq!(report.executed, 1);
+    assert_eq!(queue.fail_first("it made every flush trap"), Some(4));
+    assert_eq!(
+        queue.status(4),
+        failed(rusqlite::ffi::SQLITE_ABORT, "it made every flush trap")
+    );
+    assert_eq!(pending_tickets(&queue), vec![5]);
+    let stats = queue.stats();
+    assert_eq!((stats.committed, stats.failed), (3, 1));
+    assert_eq!(
+        stats.last_error.as_deref(),
+        Some("ticket 4: it made every flush trap")
+    );
+    assert_eq!(queue.pending_bytes(), user(5).size_bytes());
+    queue.flush(&conn, &CountingMeter::new(1)).unwrap();
+    assert_eq!(queue.fail_first("nothing left"), None);
+    assert_eq!(count(&conn, "users"), 4);
 }
