@@ -385,8 +385,14 @@ impl Canister {
     // ---------------------------------------------------------------- low-level execution
 
     /// Prepares a message: context, counter, stable undo log.
-    fn begin(&mut self, msg: MessageCtx) -> Result<(), EngineError> {
+    fn begin(&mut self, mut msg: MessageCtx) -> Result<(), EngineError> {
         let limit = msg.limit;
+        let sizes = self.settings.sizes;
+        msg.max_reply_bytes = if msg.mode == ApiMode::Query {
+            sizes.query_reply_bytes
+        } else {
+            sizes.reply_bytes
+        };
         let data = self.store.data_mut();
         data.msg = msg;
         data.trap = None;
@@ -570,6 +576,8 @@ impl Canister {
         if trap.is_some() {
             return self.finish("canister_pre_upgrade".into(), trap, used, started, None);
         }
+        // The pre-upgrade hook's log lines come first in the upgrade's logs.
+        let pre_upgrade_logs = std::mem::take(&mut self.store.data_mut().msg.logs);
         // Heap pages the pre-upgrade hook dirtied are charged too.
         let pre_dirty = match self.handles.memory {
             Some(m) => self.shadow.dirty_pages(m.data(&self.store)),
@@ -609,6 +617,7 @@ impl Canister {
         // The stable undo log must survive into the post-upgrade phase: begin() would clear
         // it, so run the entry points with the log intact.
         let mut exec = self.run_post_upgrade(arg, used, started)?;
+        exec.logs.splice(0..0, pre_upgrade_logs);
         if exec.result.is_trap() {
             // Restore the old instance and undo everything (stable changes were rolled back
             // by the failed post-upgrade message already).
@@ -851,6 +860,7 @@ impl Canister {
     fn limit_for(&self, mode: ApiMode) -> u64 {
         match mode {
             ApiMode::Query => self.settings.subnet.query_limit(),
+            ApiMode::InspectMessage => self.settings.subnet.limits().inspect,
             ApiMode::Init | ApiMode::PostUpgrade | ApiMode::PreUpgrade | ApiMode::Start => {
                 self.settings.subnet.install_limit()
             }
@@ -904,14 +914,44 @@ impl Canister {
         self.update_as(ANONYMOUS, method, arg)
     }
 
-    /// Calls update method `method` with `arg` as `caller` (principal bytes). Calls the
-    /// method made are queued for [`Self::tick`]. A query method called this way runs as a
-    /// replicated query (its changes are discarded). An unknown method yields a `Reject`.
+    /// Calls update method `method` with `arg` as `caller` (principal bytes), as an ingress
+    /// message. Calls the method made are queued for [`Self::tick`]. A query method called this
+    /// way runs as a replicated query (its changes are discarded). An unknown method yields a
+    /// `Reject`.
+    ///
+    /// As on the IC, an argument larger than [`SizeLimits::ingress_arg_bytes`](crate::SizeLimits)
+    /// is refused before anything runs, and a canister that exports `canister_inspect_message`
+    /// decides first whether it accepts the message ([`Self::inspect_message`]); a refused
+    /// message is not executed and costs the canister nothing. The returned execution is then
+    /// the refusal (`entry` `canister_inspect_message`, a `Reject`, no instructions billed).
     pub fn update_as(
         &mut self,
         caller: &[u8],
         method: &str,
         arg: &[u8],
+    ) -> Result<Execution, EngineError> {
+        self.run_update(caller, method, arg, true)
+    }
+
+    /// Calls update method `method` with `arg` as another canister `caller` would: the IC runs
+    /// neither `canister_inspect_message` nor the ingress size check for inter-canister calls,
+    /// so the method itself must refuse what it does not allow. Otherwise as
+    /// [`Self::update_as`].
+    pub fn update_from_canister(
+        &mut self,
+        caller: &[u8],
+        method: &str,
+        arg: &[u8],
+    ) -> Result<Execution, EngineError> {
+        self.run_update(caller, method, arg, false)
+    }
+
+    fn run_update(
+        &mut self,
+        caller: &[u8],
+        method: &str,
+        arg: &[u8],
+        ingress: bool,
     ) -> Result<Execution, EngineError> {
         let exports = [
             ("canister_update", ApiMode::Update),
@@ -924,6 +964,32 @@ impl Canister {
                 method,
             ));
         };
+        if ingress {
+            if let Some(refusal) = self.refuse_ingress(caller, method, arg)? {
+                return Ok(refusal);
+            }
+            // Rolling back the inspection may have re-created the instance: look the export
+            // up again in the current one.
+            let Some((name, func, mode)) = self.find_method(method, &exports) else {
+                return Err(EngineError::Module(format!(
+                    "export of `{method}` vanished"
+                )));
+            };
+            return self.execute_ingress(name, func, mode, caller, method, arg);
+        }
+        self.execute_ingress(name, func, mode, caller, method, arg)
+    }
+
+    /// Executes an update (or replicated query) `name` as an ingress-like message.
+    fn execute_ingress(
+        &mut self,
+        name: String,
+        func: Func,
+        mode: ApiMode,
+        caller: &[u8],
+        method: &str,
+        arg: &[u8],
+    ) -> Result<Execution, EngineError> {
         let context = self.open_ingress_context();
         let msg = self.ingress_message(mode, caller, method, arg);
         let mut exec = self.execute(name, func, &[], msg, context)?;
@@ -932,6 +998,86 @@ impl Canister {
             self.ingress_results.remove(&context);
         }
         Ok(exec)
+    }
+
+    /// The refusal of an ingress message the IC would not execute: an argument over the size
+    /// limit, or a message `canister_inspect_message` does not accept. `None` if it would run.
+    fn refuse_ingress(
+        &mut self,
+        caller: &[u8],
+        method: &str,
+        arg: &[u8],
+    ) -> Result<Option<Execution>, EngineError> {
+        let limit = self.settings.sizes.ingress_arg_bytes;
+        if arg.len() as u64 > limit {
+            return Ok(Some(Execution {
+                entry: format!("canister_update {method}"),
+                result: MessageResult::Reject(
+                    reject_code::SYS_FATAL,
+                    format!(
+                        "ingress message refused: its argument of {} bytes exceeds the limit of {limit} bytes",
+                        arg.len()
+                    ),
+                ),
+                instructions: 0,
+                billed_instructions: 0,
+                heap_dirty_pages: 0,
+                stable_dirty_pages: 0,
+                logs: Vec::new(),
+                wall_time: Duration::ZERO,
+            }));
+        }
+        let inspection = self.inspect_message(caller, method, arg)?;
+        Ok(match inspection {
+            Some(exec) if exec.result != MessageResult::NoReply => Some(exec),
+            _ => None,
+        })
+    }
+
+    /// Runs `canister_inspect_message` for an ingress call of `method` by `caller` with `arg`,
+    /// as the IC does before accepting an ingress message: a non-replicated execution (its
+    /// changes are discarded, 200 M instruction limit on application subnets, not billed).
+    /// Returns `None` if the canister does not export it; otherwise its execution, whose
+    /// result is `NoReply` if it accepted the message (called `ic0.accept_message`), and a
+    /// `Reject` if it did not accept it or trapped.
+    pub fn inspect_message(
+        &mut self,
+        caller: &[u8],
+        method: &str,
+        arg: &[u8],
+    ) -> Result<Option<Execution>, EngineError> {
+        let Some(func) = self.func("canister_inspect_message") else {
+            return Ok(None);
+        };
+        let started = Instant::now();
+        let msg = self.ingress_message(ApiMode::InspectMessage, caller, method, arg);
+        let mut msg = msg;
+        msg.can_reply = false;
+        self.begin(msg)?;
+        let trap = self.call(func, &[])?;
+        let instructions = self.used();
+        let accepted = self.store.data().msg.accepted;
+        let logs = std::mem::take(&mut self.store.data_mut().msg.logs);
+        self.rollback()?;
+        let canister = principal_text(&self.store.data().sys.canister_id);
+        let result = match trap {
+            Some(message) => MessageResult::Reject(reject_code::CANISTER_ERROR, message),
+            None if accepted => MessageResult::NoReply,
+            None => MessageResult::Reject(
+                reject_code::CANISTER_REJECT,
+                format!("Canister {canister} rejected the message"),
+            ),
+        };
+        Ok(Some(Execution {
+            entry: "canister_inspect_message".into(),
+            result,
+            instructions,
+            billed_instructions: 0,
+            heap_dirty_pages: 0,
+            stable_dirty_pages: 0,
+            logs,
+            wall_time: started.elapsed(),
+        }))
     }
 
     /// Calls update method `method` and then runs [`Self::tick`] until its call context is

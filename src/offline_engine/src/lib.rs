@@ -35,5 +35,5 @@ pub use engine::{Engine, EngineConfig, Program, default_cache_dir};
 pub use error::EngineError;
 pub use types::{
     ANONYMOUS, BENCHMARKING_LIMIT, DEFAULT_CANISTER_ID, Execution, InstructionLimits,
-    MessageResult, Settings, SubnetKind, reject_code,
+    MessageResult, Settings, SizeLimits, SubnetKind, reject_code,
 };

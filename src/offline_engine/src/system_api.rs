@@ -150,6 +150,8 @@ pub(crate) enum ApiMode {
     RejectCallback,
     Cleanup,
     Timer,
+    /// `canister_inspect_message` of an ingress message (its changes are discarded).
+    InspectMessage,
 }
 
 impl ApiMode {
@@ -166,6 +168,7 @@ impl ApiMode {
             ApiMode::RejectCallback => "reject callback",
             ApiMode::Cleanup => "cleanup",
             ApiMode::Timer => "system task",
+            ApiMode::InspectMessage => "inspect message",
         }
     }
     fn can_call(self) -> bool {
@@ -183,14 +186,15 @@ impl ApiMode {
                 | ApiMode::ReplicatedQuery
                 | ApiMode::Query
                 | ApiMode::ReplyCallback
+                | ApiMode::InspectMessage
         )
     }
     fn is_callback(self) -> bool {
         matches!(self, ApiMode::ReplyCallback | ApiMode::RejectCallback)
     }
-    /// Whether this execution's changes are kept (not a query).
+    /// Whether this execution's changes are kept (not a query, not inspect message).
     pub(crate) fn replicated(self) -> bool {
-        self != ApiMode::Query
+        !matches!(self, ApiMode::Query | ApiMode::InspectMessage)
     }
 }
 
@@ -257,6 +261,10 @@ pub(crate) struct MessageCtx {
     /// The call context can still be replied to.
     pub can_reply: bool,
     pub reply_buf: Vec<u8>,
+    /// Largest reply this execution may build (`msg_reply_data_append` traps beyond it).
+    pub max_reply_bytes: u64,
+    /// `canister_inspect_message` called `ic0.accept_message`.
+    pub accepted: bool,
     /// `Reply` or `Reject` once the message answered.
     pub response: Option<MessageResult>,
     pub building: Option<OutgoingCall>,
@@ -297,6 +305,8 @@ impl MessageCtx {
             reject: None,
             can_reply: false,
             reply_buf: Vec::new(),
+            max_reply_bytes: u64::MAX,
+            accepted: false,
             response: None,
             building: None,
             calls: Vec::new(),
@@ -672,7 +682,10 @@ pub(crate) fn add_to_linker<I: Addr>(linker: &mut Linker<StoreData>) -> wasmtime
             "msg_method_name_size",
             matches!(
                 m,
-                ApiMode::Update | ApiMode::Query | ApiMode::ReplicatedQuery
+                ApiMode::Update
+                    | ApiMode::Query
+                    | ApiMode::ReplicatedQuery
+                    | ApiMode::InspectMessage
             ),
         )?;
         Ok(I::from_u64(c.data().msg.method_name.len() as u64))
@@ -688,7 +701,10 @@ pub(crate) fn add_to_linker<I: Addr>(linker: &mut Linker<StoreData>) -> wasmtime
                 "msg_method_name_copy",
                 matches!(
                     m,
-                    ApiMode::Update | ApiMode::Query | ApiMode::ReplicatedQuery
+                    ApiMode::Update
+                        | ApiMode::Query
+                        | ApiMode::ReplicatedQuery
+                        | ApiMode::InspectMessage
                 ),
             )?;
             copy_to_heap(
@@ -707,7 +723,16 @@ pub(crate) fn add_to_linker<I: Addr>(linker: &mut Linker<StoreData>) -> wasmtime
     })?;
     define(linker, "accept_message", |mut c: C<'_>| -> R<()> {
         charge(&mut c, overhead::DEFAULT)?;
-        require(&mut c, "accept_message", false)
+        let inspecting = c.data().msg.mode == ApiMode::InspectMessage;
+        require(&mut c, "accept_message", inspecting)?;
+        if c.data().msg.accepted {
+            return Err(contract(
+                &mut c,
+                "ic0.accept_message: the function was already called.".into(),
+            ));
+        }
+        c.data_mut().msg.accepted = true;
+        Ok(())
     })?;
 
     // ---- replies ----
@@ -722,6 +747,16 @@ pub(crate) fn add_to_linker<I: Addr>(linker: &mut Linker<StoreData>) -> wasmtime
             )?;
             let ok = c.data().msg.can_reply;
             require(&mut c, "msg_reply_data_append", ok)?;
+            let payload = (c.data().msg.reply_buf.len() as u64).saturating_add(size.get());
+            let max = c.data().msg.max_reply_bytes;
+            if payload > max {
+                return Err(contract(
+                    &mut c,
+                    format!(
+                        "ic0.msg_reply_data_append: application payload size ({payload}) cannot be larger than {max}"
+                    ),
+                ));
+            }
             let bytes = read_heap(&mut c, "ic0.msg_reply_data_append", src.get(), size.get())?;
             c.data_mut().msg.reply_buf.extend_from_slice(&bytes);
             Ok(())

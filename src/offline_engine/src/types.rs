@@ -22,12 +22,40 @@ pub struct InstructionLimits {
     pub query: u64,
     /// Install and upgrade (all entry points of one install_code together).
     pub install: u64,
+    /// `canister_inspect_message` of an ingress message.
+    pub inspect: u64,
+}
+
+/// Byte limits on messages, as an application subnet enforces them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SizeLimits {
+    /// Largest argument of an ingress message (the IC refuses the whole message beyond its
+    /// limit of 2 MiB, `max_ingress_bytes_per_message` of application subnets in the replica's
+    /// `rs/config/src/subnet_config.rs`; the argument is part of it).
+    pub ingress_arg_bytes: u64,
+    /// Largest reply of a replicated execution (update, callback): 2 MiB,
+    /// `MAX_INTER_CANISTER_PAYLOAD_IN_BYTES` in the replica's `rs/types/types/src/messages.rs`.
+    pub reply_bytes: u64,
+    /// Largest reply of a non-replicated query: 3 MiB (`MAX_NON_REPLICATED_QUERY_REPLY_SIZE` in
+    /// the replica's `rs/embedders/src/wasmtime_embedder/system_api.rs`).
+    pub query_reply_bytes: u64,
+}
+
+impl Default for SizeLimits {
+    fn default() -> Self {
+        SizeLimits {
+            ingress_arg_bytes: 2 << 20,
+            reply_bytes: 2 << 20,
+            query_reply_bytes: 3 << 20,
+        }
+    }
 }
 
 /// Which subnet configuration the engine imitates (instruction limits, `../shared/IC_COSTS.md` §1.8).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum SubnetKind {
-    /// Application subnet: update/timer/callback 40 B, query 5 B, install/upgrade 300 B instructions.
+    /// Application subnet: update/timer/callback 40 B, query 5 B, install/upgrade 300 B,
+    /// inspect message 200 M instructions.
     #[default]
     Application,
     /// PocketIC benchmarking subnet (what canbench uses): every limit is 99,999,999,999,999.
@@ -44,11 +72,13 @@ impl SubnetKind {
                 update: 40_000_000_000,
                 query: 5_000_000_000,
                 install: 300_000_000_000,
+                inspect: 200_000_000,
             },
             SubnetKind::Benchmarking => InstructionLimits {
                 update: BENCHMARKING_LIMIT,
                 query: BENCHMARKING_LIMIT,
                 install: BENCHMARKING_LIMIT,
+                inspect: BENCHMARKING_LIMIT,
             },
             SubnetKind::Custom(l) => l,
         }
@@ -81,6 +111,8 @@ pub struct Settings {
     pub cycles: u128,
     /// The canister's own principal bytes (`ic0.canister_self_*`).
     pub canister_id: Vec<u8>,
+    /// Byte limits of ingress arguments and replies.
+    pub sizes: SizeLimits,
     /// Debug printing enabled (PocketIC: yes; mainnet application subnets: no). When enabled,
     /// `ic0.debug_print` costs `len` more instructions (`../shared/IC_COSTS.md` §1.3).
     pub debug_print_enabled: bool,
@@ -94,6 +126,7 @@ impl Default for Settings {
             time_ns: 1_700_000_000_000_000_000,
             cycles: 1_000_000_000_000_000,
             canister_id: DEFAULT_CANISTER_ID.to_vec(),
+            sizes: SizeLimits::default(),
             debug_print_enabled: true,
         }
     }

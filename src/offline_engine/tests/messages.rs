@@ -99,6 +99,7 @@ fn instruction_limit_traps_with_the_ic_message_and_rolls_back() {
         update: 1_000_000,
         query: 1_000_000,
         install: 1_000_000,
+        inspect: 1_000_000,
     };
     let (_, mut c, _) = install_with(
         STATE,
