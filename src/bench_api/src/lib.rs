@@ -1,0 +1,416 @@
+//! The Candid interface of `bench_canister` (documented in `bench_canister.did`): the types its
+//! methods take and return, the limits it enforces, and the benchmark fixture. The canister,
+//! its integration tests and the benchmark suite all use these definitions, and a test checks
+//! them against the committed `.did`, so a change to the interface is made once.
+#![warn(missing_docs)]
+
+use candid::{CandidType, Deserialize, Principal};
+
+pub mod fixture;
+
+/// The identifier of a queued write; ask [`TicketStatus`] with it. Issued 1, 2, 3, ... and never
+/// reused, also across upgrades.
+pub type Ticket = u64;
+
+/// The `.did` file of the canister, as committed.
+pub const CANDID: &str = include_str!("../../bench_canister/bench_canister.did");
+
+// ---------------------------------------------------------------- limits
+
+/// Most operations one `execute_batch` call accepts.
+pub const MAX_CLIENT_BATCH: usize = 10_000;
+/// Longest `username`, in UTF-8 bytes.
+pub const MAX_USERNAME_BYTES: usize = 100;
+/// Longest `email`, in UTF-8 bytes (the longest address RFC 5321 allows).
+pub const MAX_EMAIL_BYTES: usize = 254;
+/// Most rows a query returns (`limit` above it is lowered to it): at most about 400 bytes per
+/// row, so replies stay far below the IC's 2 MiB / 3 MiB reply limits.
+pub const MAX_QUERY_ROWS: u32 = 1_000;
+/// Most writer principals a controller may register.
+pub const MAX_WRITERS: usize = 1_000;
+/// Largest argument, in bytes, of the single-operation methods (`create_*`, `submit_*`, ...):
+/// the text limits plus Candid's framing. `canister_inspect_message` refuses larger ingress
+/// messages before the canister pays for them.
+pub const MAX_SINGLE_OP_ARG_BYTES: usize = 1_024;
+
+/// Who may call the write methods.
+#[derive(CandidType, Deserialize, Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum WriteAccess {
+    /// Controllers, and the writer principals controllers register (`add_writers`).
+    #[default]
+    Restricted,
+    /// Anyone (for public benchmarking): every caller pays with the canister's cycles.
+    Open,
+}
+
+/// Settings given at install or upgrade. Every field is optional: at install an absent field
+/// takes its default, at upgrade it keeps the current value (so does an absent argument).
+#[derive(CandidType, Deserialize, Clone, Debug, Default, PartialEq, Eq)]
+pub struct InitArgs {
+    /// Ops per flush: a submit that fills the queue to this size flushes in the same call
+    /// (default 100).
+    pub flush_size: Option<u64>,
+    /// Longest time an op waits before the timer flushes it, in milliseconds (default 1,000;
+    /// the timer fires at most once per second, about once per round).
+    pub max_delay_ms: Option<u64>,
+    /// Queue capacity in ops: a submit beyond it is answered `QueueFull` (default 10,000).
+    pub max_pending: Option<u64>,
+    /// Queue capacity in bytes of SQL and parameters (default 128 MiB).
+    pub max_pending_bytes: Option<u64>,
+    /// Instructions one flush may spend before it starts no further op; a running op is
+    /// interrupted at twice this (default 10 billion). At most 10.6 billion: three times it plus
+    /// an 8 billion margin must fit the 40 billion instructions of a message.
+    pub flush_instruction_budget: Option<u64>,
+    /// Outcomes kept for `ticket_status`, oldest evicted first (default 10,000).
+    pub outcome_capacity: Option<u64>,
+    /// Who may write (default `Restricted`).
+    pub write_access: Option<WriteAccess>,
+}
+
+/// The settings in effect.
+#[derive(CandidType, Deserialize, Clone, Debug, PartialEq, Eq)]
+pub struct Settings {
+    /// Ops per flush.
+    pub flush_size: u64,
+    /// Longest wait before the timer flushes, in milliseconds.
+    pub max_delay_ms: u64,
+    /// Queue capacity in ops.
+    pub max_pending: u64,
+    /// Queue capacity in bytes.
+    pub max_pending_bytes: u64,
+    /// Instructions per flush before no further op starts.
+    pub flush_instruction_budget: u64,
+    /// Outcomes kept.
+    pub outcome_capacity: u64,
+    /// Who may write.
+    pub write_access: WriteAccess,
+}
+
+// ---------------------------------------------------------------- outcomes
+
+/// Why an operation failed.
+#[derive(CandidType, Deserialize, Clone, Debug, PartialEq, Eq)]
+pub struct OpError {
+    /// SQLite's extended result code (for example 2067 `SQLITE_CONSTRAINT_UNIQUE`, 787
+    /// `SQLITE_CONSTRAINT_FOREIGNKEY`, 1299 `SQLITE_CONSTRAINT_NOTNULL`, 13 `SQLITE_FULL`); 9
+    /// `SQLITE_INTERRUPT` for an op stopped at its instruction limit or not started.
+    pub code: i32,
+    /// SQLite's error message (at most 1 KiB).
+    pub message: String,
+}
+
+/// The result of one write.
+#[derive(CandidType, Deserialize, Clone, Debug, PartialEq)]
+pub enum Outcome {
+    /// The write committed.
+    Committed {
+        /// Rows it inserted, updated or deleted.
+        rows_changed: u64,
+        /// Rowid of the row it inserted last (0 if none).
+        last_insert_rowid: i64,
+    },
+    /// The write failed and changed nothing.
+    Failed(OpError),
+}
+
+/// What one flush did.
+#[derive(CandidType, Deserialize, Clone, Debug, PartialEq, Eq)]
+pub struct FlushSummary {
+    /// Ops executed (committed + failed).
+    pub executed: u64,
+    /// Ops that committed.
+    pub committed: u64,
+    /// Ops that failed.
+    pub failed: u64,
+    /// Failed ops stopped at their instruction limit (included in `failed`).
+    pub interrupted: u64,
+    /// Ops still queued.
+    pub remaining: u64,
+    /// Ops are left for the timer.
+    pub more_due: bool,
+    /// Instructions the flush used.
+    pub instructions: u64,
+}
+
+/// An accepted submission.
+#[derive(CandidType, Deserialize, Clone, Debug, PartialEq, Eq)]
+pub struct Submitted {
+    /// Ask `ticket_status` with it.
+    pub ticket: Ticket,
+    /// Present when this call filled a batch and flushed it.
+    pub flushed: Option<FlushSummary>,
+}
+
+/// Why a call was refused. Nothing was queued or executed.
+#[derive(CandidType, Deserialize, Clone, Debug, PartialEq, Eq)]
+pub enum WriteError {
+    /// The queue holds `capacity` ops; retry after a flush.
+    QueueFull {
+        /// The queue's capacity in ops.
+        capacity: u64,
+    },
+    /// The queue's bytes would exceed its capacity; retry after a flush.
+    QueueBytesFull {
+        /// Bytes queued now.
+        pending_bytes: u64,
+        /// The queue's capacity in bytes.
+        capacity_bytes: u64,
+    },
+    /// An argument breaks a limit of the interface (batch size, text length, an empty unit).
+    Invalid(String),
+    /// The caller may not call this method.
+    NotAuthorized,
+    /// The transaction could not begin or commit; nothing of it was applied.
+    Database(String),
+}
+
+/// Where a queued write is.
+#[derive(CandidType, Deserialize, Clone, Debug, PartialEq)]
+pub enum TicketStatus {
+    /// Queued, not yet flushed.
+    Pending,
+    /// Flushed and committed.
+    Committed {
+        /// Rows it inserted, updated or deleted.
+        rows_changed: u64,
+        /// Rowid of the row it inserted last (0 if none).
+        last_insert_rowid: i64,
+    },
+    /// Flushed, failed, changed nothing.
+    Failed(OpError),
+    /// Flushed, but the outcome was evicted from the bounded store (oldest go first).
+    Evicted,
+    /// Never issued.
+    Unknown,
+}
+
+/// Queue counters since install (kept across upgrades).
+#[derive(CandidType, Deserialize, Clone, Debug, PartialEq, Eq)]
+pub struct Stats {
+    /// Ops queued now.
+    pub pending: u64,
+    /// Bytes of SQL and parameters queued now.
+    pub pending_bytes: u64,
+    /// Ops accepted (tickets issued).
+    pub submitted: u64,
+    /// Flushed ops that committed.
+    pub committed: u64,
+    /// Flushed ops that failed.
+    pub failed: u64,
+    /// Failed ops stopped at their instruction limit (included in `failed`).
+    pub interrupted: u64,
+    /// Submits refused (queue full, op too large, empty unit).
+    pub rejected: u64,
+    /// Flushes that executed at least one op.
+    pub flushes: u64,
+    /// Flushes whose transaction could not begin or commit (the queue was kept).
+    pub flush_errors: u64,
+    /// Ops the last flush executed.
+    pub last_flush_ops: u64,
+    /// Instructions the last flush used.
+    pub last_flush_instructions: u64,
+    /// The last flush error or interrupted op, as text.
+    pub last_error: Option<String>,
+    /// A timer will flush what is queued (true whenever ops are pending).
+    pub timer_armed: bool,
+}
+
+/// Row counts.
+#[derive(CandidType, Deserialize, Clone, Debug, PartialEq, Eq)]
+pub struct Counts {
+    /// Rows of `users`.
+    pub users: u64,
+    /// Rows of `orders`.
+    pub orders: u64,
+}
+
+/// A row of the users/orders join.
+#[derive(CandidType, Deserialize, Clone, Debug, PartialEq)]
+pub struct UserOrder {
+    /// The user.
+    pub user_id: i64,
+    /// The user's name.
+    pub username: String,
+    /// The order.
+    pub order_id: i64,
+    /// The order's amount.
+    pub amount: f64,
+}
+
+/// A row of `orders`.
+#[derive(CandidType, Deserialize, Clone, Debug, PartialEq)]
+pub struct Order {
+    /// Its key.
+    pub order_id: i64,
+    /// Its user.
+    pub user_id: i64,
+    /// Its amount.
+    pub amount: f64,
+}
+
+/// A row of `users`.
+#[derive(CandidType, Deserialize, Clone, Debug, PartialEq, Eq)]
+pub struct User {
+    /// Its key.
+    pub user_id: i64,
+    /// Its name.
+    pub username: String,
+    /// Its email address.
+    pub email: String,
+    /// When it was created (SQLite's `CURRENT_TIMESTAMP`, UTC).
+    pub created_at: String,
+}
+
+/// A value bound to a `?N` parameter of controller SQL.
+#[derive(CandidType, Deserialize, Clone, Debug, PartialEq)]
+pub enum SqlParam {
+    /// SQL `NULL`.
+    Null,
+    /// A 64-bit integer.
+    Integer(i64),
+    /// A 64-bit float (NaN is bound as `NULL`).
+    Real(f64),
+    /// UTF-8 text.
+    Text(String),
+    /// Bytes.
+    Blob(#[serde(with = "serde_bytes")] Vec<u8>),
+}
+
+/// One SQL statement with its parameters (controller only).
+#[derive(CandidType, Deserialize, Clone, Debug, PartialEq)]
+pub struct SqlStatement {
+    /// The statement's text (one statement).
+    pub sql: String,
+    /// Its parameters, in order.
+    pub params: Vec<SqlParam>,
+}
+
+/// One write of the users/orders workload, as a client submits it.
+#[derive(CandidType, Deserialize, Clone, Debug, PartialEq)]
+pub enum UserOrderOp {
+    /// Create a user.
+    CreateUser {
+        /// At most [`MAX_USERNAME_BYTES`].
+        username: String,
+        /// At most [`MAX_EMAIL_BYTES`].
+        email: String,
+    },
+    /// Create an order for `user_id`.
+    CreateOrder {
+        /// The user (must exist: foreign key).
+        user_id: i64,
+        /// The amount (not NaN: `amount` is `NOT NULL`).
+        amount: f64,
+    },
+    /// Change the amount of order `order_id`.
+    UpdateOrderAmount {
+        /// The order.
+        order_id: i64,
+        /// The new amount.
+        amount: f64,
+    },
+    /// Delete every order of `user_id`.
+    DeleteUserOrders {
+        /// The user.
+        user_id: i64,
+    },
+}
+
+impl UserOrderOp {
+    /// Checks the text limits ([`MAX_USERNAME_BYTES`], [`MAX_EMAIL_BYTES`]).
+    pub fn validate(&self) -> Result<(), String> {
+        if let UserOrderOp::CreateUser { username, email } = self {
+            if username.len() > MAX_USERNAME_BYTES {
+                return Err(format!(
+                    "username has {} bytes; the limit is {MAX_USERNAME_BYTES}",
+                    username.len()
+                ));
+            }
+            if email.len() > MAX_EMAIL_BYTES {
+                return Err(format!(
+                    "email has {} bytes; the limit is {MAX_EMAIL_BYTES}",
+                    email.len()
+                ));
+            }
+        }
+        Ok(())
+    }
+}
+
+// ---------------------------------------------------------------- named results
+
+macro_rules! named_results {
+    ($($(#[$doc:meta])* $name:ident($ok:ty, $err:ty);)*) => {
+        $(
+            $(#[$doc])*
+            #[derive(CandidType, Deserialize, Clone, Debug, PartialEq)]
+            pub enum $name {
+                /// Success.
+                Ok($ok),
+                /// Refused or failed.
+                Err($err),
+            }
+
+            impl From<Result<$ok, $err>> for $name {
+                fn from(result: Result<$ok, $err>) -> Self {
+                    match result {
+                        Ok(value) => $name::Ok(value),
+                        Err(error) => $name::Err(error),
+                    }
+                }
+            }
+
+            impl From<$name> for Result<$ok, $err> {
+                fn from(result: $name) -> Self {
+                    match result {
+                        $name::Ok(value) => Ok(value),
+                        $name::Err(error) => Err(error),
+                    }
+                }
+            }
+        )*
+    };
+}
+
+named_results! {
+    /// The result of a write executed now (`create_user`, ..., `execute_sql`).
+    WriteResult(Outcome, WriteError);
+    /// The result of a `submit_*` call.
+    SubmitResult(Submitted, WriteError);
+    /// The result of `flush`.
+    FlushResult(FlushSummary, WriteError);
+    /// The result of `execute_batch`: one outcome per op, in order.
+    BatchResult(Vec<Outcome>, WriteError);
+    /// The result of a controller's settings call (`add_writers`, `remove_writers`).
+    AdminResult((), WriteError);
+    /// The result of `counts`.
+    CountsResult(Counts, String);
+    /// The result of `user_orders`.
+    UserOrdersResult(Vec<UserOrder>, String);
+    /// The result of `orders`.
+    OrdersResult(Vec<Order>, String);
+    /// The result of `users_by_email_prefix`.
+    UsersResult(Vec<User>, String);
+}
+
+/// The methods that write (or spend the canister's cycles on writing): callable by controllers
+/// and writers, or by anyone in [`WriteAccess::Open`].
+pub const WRITE_METHODS: &[&str] = &[
+    "create_user",
+    "create_order",
+    "update_order_amount",
+    "delete_user_orders",
+    "submit_create_user",
+    "submit_create_order",
+    "submit_update_order_amount",
+    "submit_delete_user_orders",
+    "flush",
+    "execute_batch",
+];
+
+/// The methods only controllers may call.
+pub const CONTROLLER_METHODS: &[&str] =
+    &["execute_sql", "submit_sql", "add_writers", "remove_writers"];
+
+/// A principal list argument (`add_writers`, `remove_writers`).
+pub type Principals = Vec<Principal>;

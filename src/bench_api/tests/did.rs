@@ -1,0 +1,76 @@
+//! Every named type of the committed `bench_canister.did` is exactly the Rust type of this
+//! crate with that name: the canister, its tests and the suite all use these types, so they all
+//! speak the committed interface. (The canister's own test checks its methods against the
+//! `.did`: `bench_canister/tests/on_engine.rs`.)
+
+use bench_api::*;
+use candid::CandidType;
+use candid::types::subtype::{Gamma, equal};
+use candid_parser::utils::CandidSource;
+
+fn check<T: CandidType>(name: &str, checked: &mut Vec<String>) {
+    let (env, _) = CandidSource::Text(CANDID).load().expect("the .did parses");
+    let in_did = env
+        .find_type(name)
+        .unwrap_or_else(|_| panic!("the .did has no type {name}"))
+        .clone();
+    equal(&mut Gamma::new(), &env, &T::ty(), &in_did)
+        .unwrap_or_else(|e| panic!("{name}: the Rust type differs from the .did: {e}"));
+    checked.push(name.to_owned());
+}
+
+#[test]
+fn every_did_type_is_the_rust_type() {
+    let mut checked = Vec::new();
+    check::<InitArgs>("InitArgs", &mut checked);
+    check::<Settings>("Settings", &mut checked);
+    check::<WriteAccess>("WriteAccess", &mut checked);
+    check::<Ticket>("Ticket", &mut checked);
+    check::<OpError>("OpError", &mut checked);
+    check::<Outcome>("Outcome", &mut checked);
+    check::<FlushSummary>("FlushSummary", &mut checked);
+    check::<Submitted>("Submitted", &mut checked);
+    check::<WriteError>("WriteError", &mut checked);
+    check::<TicketStatus>("TicketStatus", &mut checked);
+    check::<Stats>("Stats", &mut checked);
+    check::<Counts>("Counts", &mut checked);
+    check::<UserOrder>("UserOrder", &mut checked);
+    check::<User>("User", &mut checked);
+    check::<Order>("Order", &mut checked);
+    check::<OrdersResult>("OrdersResult", &mut checked);
+    check::<SqlParam>("SqlParam", &mut checked);
+    check::<SqlStatement>("SqlStatement", &mut checked);
+    check::<UserOrderOp>("UserOrderOp", &mut checked);
+    check::<WriteResult>("WriteResult", &mut checked);
+    check::<SubmitResult>("SubmitResult", &mut checked);
+    check::<FlushResult>("FlushResult", &mut checked);
+    check::<BatchResult>("BatchResult", &mut checked);
+    check::<AdminResult>("AdminResult", &mut checked);
+    check::<CountsResult>("CountsResult", &mut checked);
+    check::<UserOrdersResult>("UserOrdersResult", &mut checked);
+    check::<UsersResult>("UsersResult", &mut checked);
+    // No type of the .did is left unchecked.
+    let (env, _) = CandidSource::Text(CANDID).load().unwrap();
+    let mut in_did: Vec<String> = env.0.keys().cloned().collect();
+    in_did.sort();
+    checked.sort();
+    assert_eq!(in_did, checked);
+}
+
+#[test]
+fn methods_are_classified_once() {
+    let (env, service) = CandidSource::Text(CANDID).load().unwrap();
+    let service = service.expect("a service");
+    let methods: Vec<&str> = env
+        .as_service(&service)
+        .expect("a service type")
+        .iter()
+        .map(|(name, _)| name.as_str())
+        .collect();
+    for method in WRITE_METHODS.iter().chain(CONTROLLER_METHODS) {
+        assert!(methods.contains(method), "{method} is not in the .did");
+    }
+    for method in WRITE_METHODS {
+        assert!(!CONTROLLER_METHODS.contains(method), "{method}");
+    }
+}
