@@ -4,24 +4,29 @@
 //! so each one builds its own fixture before `bench_fn` measures. Timers never fire inside a query:
 //! batched benches enqueue and then flush themselves.
 //!
-//! Scale: `BENCH_SCALE_DIVISOR` at build time divides the seed-004 row counts (1 = the seed's
-//! 100,000 users and 1,000,000 orders; the CI baseline uses 100).
+//! Scale: `BENCH_SCALE_DIVISOR` at build time divides the row counts of the ic-rusqlite
+//! users/orders benchmark (1 = its 100,000 users and 1,000,000 orders; the CI baseline uses 100).
 //!
 //! Groups:
-//! - `seed_*`: the nine users/orders benchmarks of ic-rusqlite (seed 004), same data shapes.
+//! - `users_orders_*`: the nine benchmarks of the ic-rusqlite users/orders benchmark
+//!   (<https://github.com/wasm-forge/benchmarks/tree/main/sql-users-orders>), same data shapes.
 //! - `unbatched_<op>_<n>` / `batched_<op>_<n>`: n writes through the exact unbatched code path of an
 //!   update call (one autocommit transaction each) against n submissions through batch_core and the
 //!   flush. `floor_insert_<n>`: the same INSERT n times inside one transaction, without batch_core.
 //! - `errors_<p>pct`: 10,000 batched inserts of which p% fail (NOT NULL constraint).
 //! - `flush_size_<f>`: 10,000 batched inserts with flush size f.
+//! - `upgrade_*`: what keeping 10,000 pending ops across an upgrade costs: saving and restoring
+//!   the heap queue (what the canister does), against appending each op to a stable-memory log
+//!   as it is submitted (the alternative design).
 
-use batch_core::{BatchQueue, Config, SqlValue, Statement, WriteOp};
+use batch_core::{BatchQueue, Budget, Config, SqlValue, Statement, WriteOp};
+use bench_api::fixture::{self, Workload};
 use canbench_rs::{BenchResult, bench, bench_fn, bench_scope};
 
-use crate::workload::{INSERT_ORDER, INSERT_USER, UserOrderOp};
-use crate::{db, enqueue, execute_now, flush_now};
+use crate::workload::{INSERT_ORDER, INSERT_USER, to_write_op};
+use crate::{MessageMeter, db, enqueue, execute_now, flush_now};
 
-/// Divides the seed-004 row counts (set at build time; 1 when unset).
+/// Divides the row counts of the ic-rusqlite benchmark (set at build time; 1 when unset).
 fn scale_divisor() -> usize {
     option_env!("BENCH_SCALE_DIVISOR")
         .and_then(|s| s.parse().ok())
@@ -29,41 +34,33 @@ fn scale_divisor() -> usize {
         .unwrap_or(1)
 }
 
-/// Seed 004: 1,000,000 orders.
+/// 1,000,000 orders at full scale.
 fn order_count() -> usize {
-    1_000_000 / scale_divisor()
+    fixture::FULL_SCALE_ORDERS / scale_divisor()
 }
 
-/// Seed 004: 100,000 users.
+/// 100,000 users at full scale.
 fn user_count() -> usize {
-    order_count() / 10
+    fixture::FULL_SCALE_USERS / scale_divisor()
 }
 
 fn exec(sql: &str) {
     db::with(|conn| conn.execute_batch(sql)).unwrap_or_else(|e| panic!("{sql}: {e}"));
 }
 
-/// Inserts users `offset+1 ..= offset+count` in one transaction with a cached statement
-/// (`user<id>`, `user<id>@example.com`), as seed 004 does.
+/// Inserts users `offset+1 ..= offset+count` in one transaction with a cached statement, as the
+/// ic-rusqlite benchmark does ([`fixture::user`]).
 fn add_users(offset: usize, count: usize) {
     db::with(|conn| {
         conn.execute_batch("BEGIN").unwrap();
         {
             let mut stmt = conn.prepare_cached(INSERT_USER).unwrap();
             for id in offset + 1..=offset + count {
-                stmt.execute((format!("user{id}"), format!("user{id}@example.com")))
-                    .unwrap();
+                stmt.execute(fixture::user(id)).unwrap();
             }
         }
         conn.execute_batch("COMMIT").unwrap();
     });
-}
-
-/// Seed 004's order shape: the i-th order belongs to user `i*13 % users + 1`, amount
-/// `(id*100 + id*17) / 15` (integer arithmetic, stored as REAL).
-fn order(i: usize, users: usize) -> (i64, f64) {
-    let id = i * 13 % users + 1;
-    (id as i64, ((id * 100 + id * 17) / 15) as f64)
 }
 
 /// Inserts orders `offset+1 ..= offset+count` in one transaction with a cached statement.
@@ -73,7 +70,7 @@ fn add_orders(offset: usize, count: usize, users: usize) {
         {
             let mut stmt = conn.prepare_cached(INSERT_ORDER).unwrap();
             for i in offset + 1..=offset + count {
-                stmt.execute(order(i, users)).unwrap();
+                stmt.execute(fixture::order(i, users)).unwrap();
             }
         }
         conn.execute_batch("COMMIT").unwrap();
@@ -81,8 +78,9 @@ fn add_orders(offset: usize, count: usize, users: usize) {
 }
 
 fn create_indices() {
-    exec("CREATE INDEX IF NOT EXISTS idx_users_email ON users(email);");
-    exec("CREATE INDEX IF NOT EXISTS idx_orders_user_id ON orders(user_id);");
+    for sql in fixture::INDEXES {
+        exec(sql);
+    }
 }
 
 /// Reads every row of `sql` into strings, as a generic query endpoint would.
@@ -120,8 +118,8 @@ fn count(table: &str) -> usize {
     .unwrap() as usize
 }
 
-/// The seed-004 fixture: users, orders, and (optionally) the two indexes.
-fn seed_fixture(indexes: bool) {
+/// The ic-rusqlite benchmark's data: users, orders, and (optionally) the two indexes.
+fn users_orders_fixture(indexes: bool) {
     add_users(0, user_count());
     add_orders(0, order_count(), user_count());
     if indexes {
@@ -129,28 +127,28 @@ fn seed_fixture(indexes: bool) {
     }
 }
 
-// ---------------------------------------------------------------- seed 004 parity
+// ---------------------------------------------------------------- the ic-rusqlite benchmark
 
 #[bench(raw)]
-fn seed_add_users() -> BenchResult {
+fn users_orders_add_users() -> BenchResult {
     bench_fn(|| add_users(0, user_count()))
 }
 
 #[bench(raw)]
-fn seed_add_orders() -> BenchResult {
+fn users_orders_add_orders() -> BenchResult {
     add_users(0, user_count());
     bench_fn(|| add_orders(0, order_count(), user_count()))
 }
 
 #[bench(raw)]
-fn seed_add_indices() -> BenchResult {
-    seed_fixture(false);
+fn users_orders_create_indexes() -> BenchResult {
+    users_orders_fixture(false);
     bench_fn(create_indices)
 }
 
 #[bench(raw)]
-fn seed_select_join() -> BenchResult {
-    seed_fixture(true);
+fn users_orders_select_join() -> BenchResult {
+    users_orders_fixture(true);
     bench_fn(|| {
         query_all(
             "SELECT u.user_id, u.username, o.order_id, o.amount FROM users u \
@@ -161,33 +159,33 @@ fn seed_select_join() -> BenchResult {
 }
 
 #[bench(raw)]
-fn seed_select_like() -> BenchResult {
-    seed_fixture(true);
+fn users_orders_select_like() -> BenchResult {
+    users_orders_fixture(true);
     bench_fn(|| query_all("SELECT * FROM users WHERE email LIKE 'user%'"))
 }
 
 #[bench(raw)]
-fn seed_add_100_indexed_orders() -> BenchResult {
-    seed_fixture(true);
+fn users_orders_add_100_orders_indexed() -> BenchResult {
+    users_orders_fixture(true);
     bench_fn(|| add_orders(0, 100, user_count()))
 }
 
 #[bench(raw)]
-fn seed_remove_1000_indexed_orders() -> BenchResult {
-    seed_fixture(true);
+fn users_orders_delete_orders_of_100_users() -> BenchResult {
+    users_orders_fixture(true);
     bench_fn(|| exec("DELETE FROM orders WHERE user_id <= 100"))
 }
 
 #[bench(raw)]
-fn seed_add_1m_indexed_orders() -> BenchResult {
-    seed_fixture(true);
+fn users_orders_add_orders_indexed() -> BenchResult {
+    users_orders_fixture(true);
     exec("DELETE FROM orders");
     bench_fn(|| add_orders(0, order_count(), user_count()))
 }
 
 #[bench(raw)]
-fn seed_delete_100k_rollback() -> BenchResult {
-    seed_fixture(true);
+fn users_orders_delete_tenth_rollback() -> BenchResult {
+    users_orders_fixture(true);
     let orders = order_count();
     assert_eq!(count("orders"), orders);
     let result = bench_fn(|| {
@@ -205,43 +203,23 @@ fn seed_delete_100k_rollback() -> BenchResult {
 
 // ---------------------------------------------------------------- batched vs unbatched
 
-/// Users and orders present before a batched/unbatched bench: 10,000 users with 2 orders each,
-/// and seed 004's two indexes (without `idx_orders_user_id`, every "delete a user's orders"
-/// scans the whole table and the scan, not the transaction, dominates).
-const FIXTURE_USERS: usize = 10_000;
-
+/// The batched/unbatched fixture ([`fixture::USERS`] users, [`fixture::ORDERS`] orders, the two
+/// indexes).
 fn batch_fixture() {
-    add_users(0, FIXTURE_USERS);
-    add_orders(0, 2 * FIXTURE_USERS, FIXTURE_USERS);
+    add_users(0, fixture::USERS);
+    add_orders(0, fixture::ORDERS, fixture::USERS);
     create_indices();
 }
 
-/// The i-th op (0-based) of a batched/unbatched bench of kind `kind`.
-fn workload_op(kind: &str, i: usize) -> UserOrderOp {
-    let user_id = (i % FIXTURE_USERS + 1) as i64;
-    match kind {
-        "insert" => UserOrderOp::CreateOrder {
-            user_id,
-            amount: (i % 1000) as f64 + 0.5,
-        },
-        "update" => UserOrderOp::UpdateOrderAmount {
-            order_id: (i + 1) as i64,
-            amount: i as f64,
-        },
-        "delete" => UserOrderOp::DeleteUserOrders { user_id },
-        other => unreachable!("unknown workload {other}"),
-    }
-}
-
 /// n ops, each through the unbatched update path (its own autocommit transaction).
-fn unbatched(kind: &str, n: usize) -> BenchResult {
+fn unbatched(kind: Workload, n: usize) -> BenchResult {
     batch_fixture();
-    let ops: Vec<WriteOp> = (0..n).map(|i| workload_op(kind, i).to_write_op()).collect();
+    let ops: Vec<WriteOp> = (0..n).map(|i| to_write_op(&kind.op(i))).collect();
     bench_fn(|| {
         for op in &ops {
             let outcome = execute_now(op);
             assert!(
-                matches!(outcome, crate::Outcome::Committed { .. }),
+                matches!(outcome, bench_api::Outcome::Committed { .. }),
                 "{outcome:?}"
             );
         }
@@ -282,9 +260,9 @@ fn batched_ops(ops: Vec<WriteOp>, flush_size: usize) -> BenchResult {
     result
 }
 
-fn batched(kind: &str, n: usize) -> BenchResult {
+fn batched(kind: Workload, n: usize) -> BenchResult {
     batch_fixture();
-    let ops = (0..n).map(|i| workload_op(kind, i).to_write_op()).collect();
+    let ops = (0..n).map(|i| to_write_op(&kind.op(i))).collect();
     // One batch of n ops: the flush size is never reached before the final flush.
     batched_ops(ops, n + 1)
 }
@@ -298,7 +276,8 @@ fn floor_insert(n: usize) -> BenchResult {
             {
                 let mut stmt = conn.prepare_cached(INSERT_ORDER).unwrap();
                 for i in 0..n {
-                    let UserOrderOp::CreateOrder { user_id, amount } = workload_op("insert", i)
+                    let bench_api::UserOrderOp::CreateOrder { user_id, amount } =
+                        Workload::Insert.op(i)
                     else {
                         unreachable!()
                     };
@@ -310,7 +289,6 @@ fn floor_insert(n: usize) -> BenchResult {
     })
 }
 
-/// Declares one bench `$name` whose body is `$body`.
 /// Where the per-op cost of a batched insert goes, step by step from the floor: the same n
 /// inserts in one transaction, each through `prepare_cached` with `SqlValue` parameters (what any
 /// generic executor pays), then through `batch_core::execute_batch` (the executor without the
@@ -319,7 +297,7 @@ fn floor_insert(n: usize) -> BenchResult {
 fn breakdown_prepare_cached(n: usize) -> BenchResult {
     batch_fixture();
     let ops: Vec<WriteOp> = (0..n)
-        .map(|i| workload_op("insert", i).to_write_op())
+        .map(|i| to_write_op(&Workload::Insert.op(i)))
         .collect();
     bench_fn(|| {
         db::with(|conn| {
@@ -340,7 +318,7 @@ fn breakdown_prepare_cached(n: usize) -> BenchResult {
 fn breakdown_execute_batch(n: usize) -> BenchResult {
     batch_fixture();
     let ops: Vec<WriteOp> = (0..n)
-        .map(|i| workload_op("insert", i).to_write_op())
+        .map(|i| to_write_op(&Workload::Insert.op(i)))
         .collect();
     bench_fn(|| {
         let outcomes = db::with(|conn| batch_core::execute_batch(conn, &ops)).unwrap();
@@ -348,6 +326,22 @@ fn breakdown_execute_batch(n: usize) -> BenchResult {
     })
 }
 
+/// The same batch through `execute_batch_within`: the difference to `breakdown_execute_batch`
+/// is the instruction guard (SQLite's progress handler reading the performance counter).
+fn breakdown_execute_batch_within(n: usize) -> BenchResult {
+    batch_fixture();
+    let ops: Vec<WriteOp> = (0..n)
+        .map(|i| to_write_op(&Workload::Insert.op(i)))
+        .collect();
+    let budget = Budget::new(MessageMeter, u64::MAX / 4);
+    bench_fn(|| {
+        let outcomes =
+            db::with(|conn| batch_core::execute_batch_within(conn, &ops, &budget)).unwrap();
+        assert!(outcomes.iter().all(|o| o.is_committed()));
+    })
+}
+
+/// Declares one bench `$name` whose body is `$body`.
 macro_rules! benches {
     ($($name:ident => $body:expr;)*) => {
         $(
@@ -360,39 +354,43 @@ macro_rules! benches {
 }
 
 benches! {
-    unbatched_insert_1 => unbatched("insert", 1);
-    unbatched_insert_10 => unbatched("insert", 10);
-    unbatched_insert_100 => unbatched("insert", 100);
-    unbatched_insert_1000 => unbatched("insert", 1_000);
-    unbatched_insert_10000 => unbatched("insert", 10_000);
-    batched_insert_1 => batched("insert", 1);
-    batched_insert_10 => batched("insert", 10);
-    batched_insert_100 => batched("insert", 100);
-    batched_insert_1000 => batched("insert", 1_000);
-    batched_insert_10000 => batched("insert", 10_000);
-    unbatched_update_1 => unbatched("update", 1);
-    unbatched_update_10 => unbatched("update", 10);
-    unbatched_update_100 => unbatched("update", 100);
-    unbatched_update_1000 => unbatched("update", 1_000);
-    unbatched_update_10000 => unbatched("update", 10_000);
-    batched_update_1 => batched("update", 1);
-    batched_update_10 => batched("update", 10);
-    batched_update_100 => batched("update", 100);
-    batched_update_1000 => batched("update", 1_000);
-    batched_update_10000 => batched("update", 10_000);
-    unbatched_delete_1 => unbatched("delete", 1);
-    unbatched_delete_10 => unbatched("delete", 10);
-    unbatched_delete_100 => unbatched("delete", 100);
-    unbatched_delete_1000 => unbatched("delete", 1_000);
-    unbatched_delete_10000 => unbatched("delete", 10_000);
-    batched_delete_1 => batched("delete", 1);
-    batched_delete_10 => batched("delete", 10);
-    batched_delete_100 => batched("delete", 100);
-    batched_delete_1000 => batched("delete", 1_000);
-    batched_delete_10000 => batched("delete", 10_000);
+    unbatched_insert_1 => unbatched(Workload::Insert, 1);
+    unbatched_insert_10 => unbatched(Workload::Insert, 10);
+    unbatched_insert_100 => unbatched(Workload::Insert, 100);
+    unbatched_insert_1000 => unbatched(Workload::Insert, 1_000);
+    unbatched_insert_10000 => unbatched(Workload::Insert, 10_000);
+    batched_insert_1 => batched(Workload::Insert, 1);
+    batched_insert_10 => batched(Workload::Insert, 10);
+    batched_insert_100 => batched(Workload::Insert, 100);
+    batched_insert_1000 => batched(Workload::Insert, 1_000);
+    batched_insert_10000 => batched(Workload::Insert, 10_000);
+    unbatched_update_1 => unbatched(Workload::Update, 1);
+    unbatched_update_10 => unbatched(Workload::Update, 10);
+    unbatched_update_100 => unbatched(Workload::Update, 100);
+    unbatched_update_1000 => unbatched(Workload::Update, 1_000);
+    unbatched_update_10000 => unbatched(Workload::Update, 10_000);
+    batched_update_1 => batched(Workload::Update, 1);
+    batched_update_10 => batched(Workload::Update, 10);
+    batched_update_100 => batched(Workload::Update, 100);
+    batched_update_1000 => batched(Workload::Update, 1_000);
+    batched_update_10000 => batched(Workload::Update, 10_000);
+    unbatched_delete_1 => unbatched(Workload::Delete, 1);
+    unbatched_delete_10 => unbatched(Workload::Delete, 10);
+    unbatched_delete_100 => unbatched(Workload::Delete, 100);
+    unbatched_delete_1000 => unbatched(Workload::Delete, 1_000);
+    unbatched_delete_10000 => unbatched(Workload::Delete, 10_000);
+    batched_delete_1 => batched(Workload::Delete, 1);
+    batched_delete_10 => batched(Workload::Delete, 10);
+    batched_delete_100 => batched(Workload::Delete, 100);
+    batched_delete_1000 => batched(Workload::Delete, 1_000);
+    batched_delete_10000 => batched(Workload::Delete, 10_000);
     floor_insert_10000 => floor_insert(10_000);
     breakdown_prepare_cached_10000 => breakdown_prepare_cached(10_000);
     breakdown_execute_batch_10000 => breakdown_execute_batch(10_000);
+    breakdown_execute_batch_within_10000 => breakdown_execute_batch_within(10_000);
+    upgrade_save_10000_pending => upgrade_save(10_000);
+    upgrade_restore_10000_pending => upgrade_restore(10_000);
+    upgrade_alternative_stable_log_10000 => upgrade_alternative_stable_log(10_000);
     errors_0pct => errors(0);
     errors_1pct => errors(1);
     errors_2pct => errors(2);
@@ -418,7 +416,7 @@ fn errors(pct: usize) -> BenchResult {
                     vec![SqlValue::Integer(1), SqlValue::Null],
                 ))
             } else {
-                workload_op("insert", i).to_write_op()
+                to_write_op(&Workload::Insert.op(i))
             }
         })
         .collect();
@@ -432,7 +430,62 @@ fn errors(pct: usize) -> BenchResult {
 fn flush_size(f: usize) -> BenchResult {
     batch_fixture();
     let ops = (0..ERROR_BENCH_OPS)
-        .map(|i| workload_op("insert", i).to_write_op())
+        .map(|i| to_write_op(&Workload::Insert.op(i)))
         .collect();
     batched_ops(ops, f)
+}
+
+// ---------------------------------------------------------------- keeping pending ops across upgrades
+
+/// A queue holding `n` pending inserts (the submits are not measured).
+fn queue_with_pending(n: usize) {
+    reset_queue(Config {
+        flush_size: n + 1,
+        max_pending: n + 1,
+        ..Config::default()
+    });
+    for i in 0..n {
+        enqueue(to_write_op(&Workload::Insert.op(i))).expect("queue has room");
+    }
+}
+
+/// What `pre_upgrade` does with `n` pending ops: write the queue to stable memory.
+fn upgrade_save(n: usize) -> BenchResult {
+    queue_with_pending(n);
+    bench_fn(|| {
+        crate::QUEUE
+            .with_borrow(|q| crate::persist::save(bench_api::WriteAccess::Restricted, vec![], q))
+    })
+}
+
+/// What `post_upgrade` does with `n` saved pending ops: read and decode them.
+fn upgrade_restore(n: usize) -> BenchResult {
+    queue_with_pending(n);
+    crate::QUEUE
+        .with_borrow(|q| crate::persist::save(bench_api::WriteAccess::Restricted, vec![], q));
+    bench_fn(|| {
+        let restored = crate::persist::take().expect("a saved state");
+        assert_eq!(restored.queue.len(), n);
+    })
+}
+
+/// The alternative design, measured for comparison: every submit also appends its op to a
+/// log in stable memory (ic-stable-structures' `Log`), so `pre_upgrade` has nothing to write.
+/// This is the extra cost per submit of that design (the in-heap queue is still needed to run
+/// the flush).
+fn upgrade_alternative_stable_log(n: usize) -> BenchResult {
+    use ic_stable_structures::log::Log;
+    use ic_stable_structures::memory_manager::MemoryId;
+    let ops: Vec<WriteOp> = (0..n)
+        .map(|i| to_write_op(&Workload::Insert.op(i)))
+        .collect();
+    let (index, data) = ic_rusqlite::MEMORY_MANAGER
+        .with_borrow(|m| (m.get(MemoryId::new(2)), m.get(MemoryId::new(3))));
+    let log: Log<Vec<u8>, _, _> = Log::init(index, data);
+    bench_fn(|| {
+        for op in &ops {
+            let bytes = postcard::to_allocvec(op).expect("encoding an op");
+            log.append(&bytes).expect("stable memory grows");
+        }
+    })
 }

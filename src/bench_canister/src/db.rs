@@ -1,11 +1,12 @@
 //! The database: ic-rusqlite's connection opened with the pragmas of the ic-rusqlite users/orders
-//! benchmark (seed 004), and that benchmark's schema.
+//! benchmark (<https://github.com/wasm-forge/benchmarks/tree/main/sql-users-orders>), and that
+//! benchmark's schema.
 
 use std::collections::HashMap;
 
 use ic_rusqlite::{ConnectionConfig, rusqlite::Connection};
 
-/// The pragmas of the ic-rusqlite users/orders benchmark (seed 004), applied on every connection.
+/// The pragmas of the ic-rusqlite users/orders benchmark, applied on every connection.
 ///
 /// `journal_mode=PERSIST` keeps the rollback journal file and zeroes its header at commit instead of
 /// deleting it; `locking_mode=EXCLUSIVE` avoids a lock/unlock per transaction. `page_size` takes
@@ -19,8 +20,9 @@ pub const PRAGMAS: [(&str, &str); 6] = [
     ("cache_size", "1000000"),
 ];
 
-/// The users/orders schema of seed 004, verbatim (AUTOINCREMENT keys, `created_at` defaults,
-/// `orders.user_id` foreign key). `IF NOT EXISTS` makes it safe to run after an upgrade.
+/// The schema of the ic-rusqlite users/orders benchmark, verbatim (AUTOINCREMENT keys,
+/// `created_at` defaults, `orders.user_id` foreign key). `IF NOT EXISTS` makes it safe to run
+/// after an upgrade.
 pub const SCHEMA: &str = "
 CREATE TABLE IF NOT EXISTS users (
   user_id INTEGER PRIMARY KEY AUTOINCREMENT,

@@ -1,218 +1,48 @@
-//! The reference canister: SQLite (ic-rusqlite) in stable memory, the users/orders workload of the
-//! ic-rusqlite benchmark (seed 004), and a Candid API that writes either at once (unbatched: one
-//! autocommit transaction per call) or through a [`batch_core::BatchQueue`] flushed in one transaction.
+//! The reference canister: SQLite (ic-rusqlite) in stable memory, the workload of the
+//! ic-rusqlite users/orders benchmark, and a Candid API that writes either at once (unbatched:
+//! one autocommit transaction per call) or through a [`batch_core::BatchQueue`] flushed in one
+//! transaction.
 //!
-//! The interface is documented in `bench_canister.did`; this file is thin glue over `batch_core`.
+//! The interface is documented in `bench_canister.did` and its types live in the `bench_api`
+//! crate; this crate is thin glue over `batch_core`: settings ([`settings`]), access control
+//! ([`access`]), the flush timer ([`timer`]) and the state kept across upgrades ([`persist`]).
 #![cfg(target_arch = "wasm32")]
 // ^ The canister only builds for wasm32 (ic-rusqlite refuses other targets). Natively the crate is
 // empty, so that `cargo test` at the top level can run its tests/ against the built wasm.
 
 use std::cell::RefCell;
-use std::time::Duration;
 
 use batch_core::{
-    BatchQueue, Config, FlushReport, InstructionMeter, OpOutcome, OpStatus, SqlValue, Statement,
+    BatchQueue, Budget, FlushReport, InstructionMeter, OpOutcome, OpStatus, SqlValue, Statement,
     SubmitError, WriteOp,
 };
-use candid::{CandidType, Deserialize};
+use bench_api::{
+    AdminResult, BatchResult, Counts, CountsResult, FlushResult, FlushSummary, InitArgs,
+    MAX_CLIENT_BATCH, MAX_QUERY_ROWS, OpError, Order, OrdersResult, Outcome, Principals, Settings,
+    SqlParam, SqlStatement, Stats, SubmitResult, Submitted, Ticket, TicketStatus, User, UserOrder,
+    UserOrderOp, UserOrdersResult, UsersResult, WriteError, WriteResult,
+};
 
+mod access;
 mod db;
 mod persist;
+mod settings;
+mod timer;
 mod workload;
 
 #[cfg(feature = "canbench-rs")]
 mod benches;
 
-pub use workload::UserOrderOp;
-
-/// Largest number of operations one `execute_batch` call accepts.
-pub const MAX_CLIENT_BATCH: usize = 10_000;
-
-/// Settings given at install or upgrade; every field is optional.
-#[derive(CandidType, Deserialize, Clone, Debug, Default)]
-pub struct InitArgs {
-    /// Ops per flush: a submit that fills the queue to this size flushes in the same call.
-    pub flush_size: Option<u64>,
-    /// Longest time an op waits before the timer flushes it (rounds up to the next round).
-    pub max_delay_ms: Option<u64>,
-    /// Queue capacity: a submit beyond it is answered `QueueFull`.
-    pub max_pending: Option<u64>,
-    /// Instructions one flush may use before it stops and leaves the rest queued.
-    pub flush_instruction_budget: Option<u64>,
-    /// Number of outcomes kept for `ticket_status` (oldest evicted first).
-    pub outcome_capacity: Option<u64>,
-}
-
-impl InitArgs {
-    fn to_config(&self) -> Config {
-        let d = Config::default();
-        Config {
-            flush_size: self.flush_size.map_or(d.flush_size, |v| v as usize),
-            max_delay_ns: self
-                .max_delay_ms
-                .map_or(d.max_delay_ns, |ms| ms.saturating_mul(1_000_000)),
-            max_pending: self.max_pending.map_or(d.max_pending, |v| v as usize),
-            flush_instruction_budget: self
-                .flush_instruction_budget
-                .unwrap_or(d.flush_instruction_budget),
-            outcome_capacity: self
-                .outcome_capacity
-                .map_or(d.outcome_capacity, |v| v as usize),
-        }
-    }
-}
-
-/// The result of one write.
-#[derive(CandidType, Deserialize, Clone, Debug, PartialEq)]
-pub enum Outcome {
-    /// The write committed.
-    Committed {
-        rows_changed: u64,
-        last_insert_rowid: i64,
-    },
-    /// The write failed and changed nothing; SQLite's error text.
-    Failed(String),
-}
-
-impl From<OpOutcome> for Outcome {
-    fn from(o: OpOutcome) -> Self {
-        match o {
-            OpOutcome::Committed {
-                rows_changed,
-                last_insert_rowid,
-            } => Outcome::Committed {
-                rows_changed,
-                last_insert_rowid,
-            },
-            OpOutcome::Failed { error } => Outcome::Failed(error),
-        }
-    }
-}
-
-/// What one flush did.
-#[derive(CandidType, Deserialize, Clone, Debug, PartialEq)]
-pub struct FlushSummary {
-    pub executed: u64,
-    pub committed: u64,
-    pub failed: u64,
-    pub remaining: u64,
-    pub more_due: bool,
-    pub instructions: u64,
-}
-
-impl From<FlushReport> for FlushSummary {
-    fn from(r: FlushReport) -> Self {
-        FlushSummary {
-            executed: r.executed as u64,
-            committed: r.committed as u64,
-            failed: r.failed as u64,
-            remaining: r.remaining as u64,
-            more_due: r.more_due,
-            instructions: r.instructions,
-        }
-    }
-}
-
-/// An accepted submission.
-#[derive(CandidType, Deserialize, Clone, Debug, PartialEq)]
-pub struct Submitted {
-    /// Ask `ticket_status` with it.
-    pub ticket: u64,
-    /// Present when this call filled a batch and flushed it.
-    pub flushed: Option<FlushSummary>,
-}
-
-/// Why a submission or batch was refused. Nothing was queued or executed.
-#[derive(CandidType, Deserialize, Clone, Debug, PartialEq)]
-pub enum WriteError {
-    /// The queue holds `capacity` ops; retry after a flush.
-    QueueFull { capacity: u64 },
-    /// A batch longer than [`MAX_CLIENT_BATCH`], or an empty unit.
-    Invalid(String),
-    /// Only controllers may run SQL of their own.
-    NotAuthorized,
-    /// The transaction could not begin or commit; nothing of it was applied.
-    Database(String),
-}
-
-/// State of a ticket.
-#[derive(CandidType, Deserialize, Clone, Debug, PartialEq)]
-pub enum TicketStatus {
-    Pending,
-    Committed {
-        rows_changed: u64,
-        last_insert_rowid: i64,
-    },
-    Failed(String),
-    /// Done, but its outcome was evicted from the bounded outcome store.
-    Evicted,
-    /// Never issued.
-    Unknown,
-}
-
-/// Queue counters.
-#[derive(CandidType, Deserialize, Clone, Debug, PartialEq)]
-pub struct Stats {
-    pub pending: u64,
-    pub submitted: u64,
-    pub committed: u64,
-    pub failed: u64,
-    pub rejected: u64,
-    pub flushes: u64,
-    pub last_flush_ops: u64,
-    pub last_flush_instructions: u64,
-    pub timer_armed: bool,
-}
-
-/// Row counts.
-#[derive(CandidType, Deserialize, Clone, Debug, PartialEq)]
-pub struct Counts {
-    pub users: u64,
-    pub orders: u64,
-}
-
-/// A row of the seed-004 join.
-#[derive(CandidType, Deserialize, Clone, Debug, PartialEq)]
-pub struct UserOrder {
-    pub user_id: i64,
-    pub username: String,
-    pub order_id: i64,
-    pub amount: f64,
-}
-
-/// A row of `users`.
-#[derive(CandidType, Deserialize, Clone, Debug, PartialEq)]
-pub struct User {
-    pub user_id: i64,
-    pub username: String,
-    pub email: String,
-    pub created_at: String,
-}
-
-/// A value bound to a `?N` parameter of controller SQL.
-#[derive(CandidType, Deserialize, Clone, Debug, PartialEq)]
-pub enum SqlParam {
-    Null,
-    Integer(i64),
-    Real(f64),
-    Text(String),
-    Blob(#[serde(with = "serde_bytes")] Vec<u8>),
-}
-
-/// One SQL statement with its parameters (controller only).
-#[derive(CandidType, Deserialize, Clone, Debug, PartialEq)]
-pub struct SqlStatement {
-    pub sql: String,
-    pub params: Vec<SqlParam>,
-}
+use settings::CanisterSettings;
 
 thread_local! {
     static QUEUE: RefCell<BatchQueue> =
-        RefCell::new(BatchQueue::new(Config::default()).expect("default config is valid"));
-    static TIMER: RefCell<Option<ic_cdk_timers::TimerId>> = const { RefCell::new(None) };
+        RefCell::new(BatchQueue::new(batch_core::Config::default()).expect("default config is valid"));
+    static SETTINGS: RefCell<CanisterSettings> = RefCell::new(CanisterSettings::default());
 }
 
 /// `ic0.performance_counter(0)`: instructions used so far by this message.
+#[derive(Clone, Copy)]
 struct MessageMeter;
 
 impl InstructionMeter for MessageMeter {
@@ -221,75 +51,132 @@ impl InstructionMeter for MessageMeter {
     }
 }
 
-fn configure(args: Option<InitArgs>) {
-    let config = args.unwrap_or_default().to_config();
-    let queue = match persist::take() {
-        Some(state) => BatchQueue::from_state(config, state),
-        None => BatchQueue::new(config),
-    };
-    let queue = queue.unwrap_or_else(|e| ic_cdk::trap(format!("invalid configuration: {e}")));
-    QUEUE.with_borrow_mut(|q| *q = queue);
+fn write_access() -> bench_api::WriteAccess {
+    SETTINGS.with_borrow(|s| s.write_access)
+}
+
+/// Applies `settings` to the canister and its queue. Traps (refusing the install or upgrade,
+/// which leaves the canister as it was) on invalid settings.
+fn apply(settings: Result<CanisterSettings, String>) {
+    let settings = settings.unwrap_or_else(|e| ic_cdk::trap(format!("invalid settings: {e}")));
+    QUEUE
+        .with_borrow_mut(|q| q.reconfigure(settings.config.clone()))
+        .unwrap_or_else(|e| ic_cdk::trap(format!("invalid settings: {e}")));
+    SETTINGS.with_borrow_mut(|s| *s = settings);
 }
 
 #[ic_cdk::init]
 fn init(args: Option<InitArgs>) {
     db::open();
-    configure(args);
+    apply(CanisterSettings::default().merged(&args.unwrap_or_default()));
 }
 
-/// Flushes what the budget allows, then saves whatever is still pending to stable memory.
+/// Saves the queue, its settings and the writers to stable memory. Does no flush: pending ops
+/// survive the upgrade anyway, and the work here stays linear in the queue's bytes, whatever the
+/// ops are.
 #[ic_cdk::pre_upgrade]
 fn pre_upgrade() {
-    if let Err(e) = flush_now() {
-        ic_cdk::println!("pre_upgrade flush failed, queue kept for after the upgrade: {e:?}");
-    }
-    persist::save(&QUEUE.with_borrow(|q| q.to_state()));
+    QUEUE.with_borrow(|q| persist::save(write_access(), access::writers(), q));
 }
 
-/// Reopens the database, restores the saved queue, and re-arms the timer (upgrades disarm timers).
+/// Reopens the database, restores the queue and its settings (the argument's fields override
+/// them; absent fields and an absent argument keep them), and re-arms the timer (upgrades
+/// remove timers).
 #[ic_cdk::post_upgrade]
 fn post_upgrade(args: Option<InitArgs>) {
     db::open();
-    configure(args);
-    ensure_timer();
+    timer::reset();
+    let current = match persist::take() {
+        Some(restored) => {
+            access::set_writers(restored.writers);
+            let current = CanisterSettings {
+                config: restored.queue.config().clone(),
+                write_access: restored.write_access,
+            };
+            QUEUE.with_borrow_mut(|q| *q = restored.queue);
+            current
+        }
+        None => CanisterSettings::default(),
+    };
+    apply(current.merged(&args.unwrap_or_default()));
+    timer::ensure();
 }
 
+/// Refuses, before the canister pays for them, ingress calls the method would refuse: writes by
+/// callers who may not write, controller methods by others, and oversized single-op arguments.
+#[ic_cdk::inspect_message]
+fn inspect_message() {
+    let method = ic_cdk::api::msg_method_name();
+    let arg_bytes = ic_cdk::api::msg_arg_data().len();
+    if access::accepts(
+        &method,
+        &ic_cdk::api::msg_caller(),
+        arg_bytes,
+        write_access(),
+    ) {
+        ic_cdk::api::accept_message();
+    }
+}
+
+fn summary(r: FlushReport) -> FlushSummary {
+    FlushSummary {
+        executed: r.executed as u64,
+        committed: r.committed as u64,
+        failed: r.failed as u64,
+        interrupted: r.interrupted as u64,
+        remaining: r.remaining as u64,
+        more_due: r.more_due,
+        instructions: r.instructions,
+    }
+}
+
+fn outcome(o: OpOutcome) -> Outcome {
+    match o {
+        OpOutcome::Committed {
+            rows_changed,
+            last_insert_rowid,
+        } => Outcome::Committed {
+            rows_changed,
+            last_insert_rowid,
+        },
+        OpOutcome::Failed { code, error } => Outcome::Failed(OpError {
+            code,
+            message: error,
+        }),
+    }
+}
+
+/// Flushes the queue within its instruction budget (see `batch_core::BatchQueue::flush`).
 fn flush_now() -> Result<FlushSummary, WriteError> {
     let report = QUEUE.with_borrow_mut(|q| db::with(|conn| q.flush(conn, &MessageMeter)));
-    report
-        .map(FlushSummary::from)
-        .map_err(|e| WriteError::Database(e.to_string()))
-}
-
-/// Arms the flush timer when ops are pending and no timer is armed. Never resets an armed timer
-/// (that would starve flushes under steady load).
-fn ensure_timer() {
-    if TIMER.with_borrow(|t| t.is_some()) {
-        return;
+    let report = report.map_err(|e| WriteError::Database(e.to_string()))?;
+    if report.executed > 0 {
+        timer::progress(ic_cdk::api::time());
     }
-    let now = ic_cdk::api::time();
-    let Some(due) = QUEUE.with_borrow(|q| q.next_due(now)) else {
-        return;
-    };
-    let id = ic_cdk_timers::set_timer(Duration::from_nanos(due.saturating_sub(now)), async {
-        TIMER.with_borrow_mut(|t| *t = None);
-        if let Err(e) = flush_now() {
-            ic_cdk::println!("timer flush failed, queue kept: {e:?}");
-        }
-        ensure_timer();
-    });
-    TIMER.with_borrow_mut(|t| *t = Some(id));
+    Ok(summary(report))
 }
 
-/// Queues `op` and, when that fills a batch, flushes in this call. No timer is armed here (queries,
-/// such as canbench's benches, may not set timers); [`submit`] adds that.
+/// Queues `op` and, when that fills a batch, flushes in this call. No timer is armed here
+/// (queries, such as canbench's benches, may not set timers); [`submit`] adds that.
 fn enqueue(op: WriteOp) -> Result<Submitted, WriteError> {
     let now = ic_cdk::api::time();
+    if QUEUE.with_borrow(BatchQueue::is_empty) {
+        // The watchdog measures stalls from here.
+        timer::progress(now);
+    }
     let submitted = QUEUE
         .with_borrow_mut(|q| q.submit(op, now))
         .map_err(|e| match e {
             SubmitError::QueueFull { capacity } => WriteError::QueueFull {
                 capacity: capacity as u64,
+            },
+            SubmitError::QueueBytesFull {
+                pending_bytes,
+                capacity_bytes,
+                ..
+            } => WriteError::QueueBytesFull {
+                pending_bytes: pending_bytes as u64,
+                capacity_bytes: capacity_bytes as u64,
             },
             other => WriteError::Invalid(other.to_string()),
         })?;
@@ -308,24 +195,38 @@ fn enqueue(op: WriteOp) -> Result<Submitted, WriteError> {
     })
 }
 
-/// The batched write path of every `submit_*` method: [`enqueue`], then make sure a timer will flush
-/// what is left.
-fn submit(op: WriteOp) -> Result<Submitted, WriteError> {
-    let submitted = enqueue(op);
-    ensure_timer();
-    submitted
+/// The batched write path of every `submit_*` method: check the caller, [`enqueue`], then make
+/// sure a timer will flush what is left.
+fn submit(op: Result<WriteOp, WriteError>) -> SubmitResult {
+    let submitted = access::require_writer(write_access())
+        .and(op)
+        .and_then(enqueue);
+    timer::ensure();
+    submitted.into()
 }
 
+/// Runs one op now in its own transaction, interrupted once it has used
+/// `3 × flush_instruction_budget` instructions (30 billion by default): the most a flush may
+/// use, so the same settings bound both paths within the message limit.
 fn execute_now(op: &WriteOp) -> Outcome {
-    db::with(|conn| batch_core::execute_autocommit(conn, op)).into()
+    let limit = SETTINGS.with_borrow(|s| s.config.max_flush_instructions());
+    let budget = Budget::new(MessageMeter, limit);
+    outcome(db::with(|conn| {
+        batch_core::execute_autocommit_within(conn, op, &budget)
+    }))
 }
 
-fn require_controller() -> Result<(), WriteError> {
-    if ic_cdk::api::is_controller(&ic_cdk::api::msg_caller()) {
-        Ok(())
-    } else {
-        Err(WriteError::NotAuthorized)
-    }
+/// An unbatched write of the users/orders workload, by a caller who may write.
+fn write_now(op: UserOrderOp) -> WriteResult {
+    access::require_writer(write_access())
+        .and_then(|()| user_order_op(op))
+        .map(|op| execute_now(&op))
+        .into()
+}
+
+fn user_order_op(op: UserOrderOp) -> Result<WriteOp, WriteError> {
+    op.validate().map_err(WriteError::Invalid)?;
+    Ok(workload::to_write_op(&op))
 }
 
 fn sql_op(statements: Vec<SqlStatement>) -> Result<WriteOp, WriteError> {
@@ -356,86 +257,136 @@ fn sql_op(statements: Vec<SqlStatement>) -> Result<WriteOp, WriteError> {
 // ---- unbatched writes: each call is its own autocommit transaction ----
 
 #[ic_cdk::update]
-fn create_user(username: String, email: String) -> Outcome {
-    execute_now(&UserOrderOp::CreateUser { username, email }.to_write_op())
+fn create_user(username: String, email: String) -> WriteResult {
+    write_now(UserOrderOp::CreateUser { username, email })
 }
 
 #[ic_cdk::update]
-fn create_order(user_id: i64, amount: f64) -> Outcome {
-    execute_now(&UserOrderOp::CreateOrder { user_id, amount }.to_write_op())
+fn create_order(user_id: i64, amount: f64) -> WriteResult {
+    write_now(UserOrderOp::CreateOrder { user_id, amount })
 }
 
 #[ic_cdk::update]
-fn update_order_amount(order_id: i64, amount: f64) -> Outcome {
-    execute_now(&UserOrderOp::UpdateOrderAmount { order_id, amount }.to_write_op())
+fn update_order_amount(order_id: i64, amount: f64) -> WriteResult {
+    write_now(UserOrderOp::UpdateOrderAmount { order_id, amount })
 }
 
 #[ic_cdk::update]
-fn delete_user_orders(user_id: i64) -> Outcome {
-    execute_now(&UserOrderOp::DeleteUserOrders { user_id }.to_write_op())
+fn delete_user_orders(user_id: i64) -> WriteResult {
+    write_now(UserOrderOp::DeleteUserOrders { user_id })
 }
 
 #[ic_cdk::update]
-fn execute_sql(statements: Vec<SqlStatement>) -> Result<Outcome, WriteError> {
-    require_controller()?;
-    Ok(execute_now(&sql_op(statements)?))
+fn execute_sql(statements: Vec<SqlStatement>) -> WriteResult {
+    access::require_controller()
+        .and_then(|()| sql_op(statements))
+        .map(|op| execute_now(&op))
+        .into()
 }
 
-// ---- batched writes: queued, flushed by size, timer, `flush` or upgrade ----
+// ---- batched writes: queued, flushed by size, timer or `flush` ----
 
 #[ic_cdk::update]
-fn submit_create_user(username: String, email: String) -> Result<Submitted, WriteError> {
-    submit(UserOrderOp::CreateUser { username, email }.to_write_op())
-}
-
-#[ic_cdk::update]
-fn submit_create_order(user_id: i64, amount: f64) -> Result<Submitted, WriteError> {
-    submit(UserOrderOp::CreateOrder { user_id, amount }.to_write_op())
+fn submit_create_user(username: String, email: String) -> SubmitResult {
+    submit(user_order_op(UserOrderOp::CreateUser { username, email }))
 }
 
 #[ic_cdk::update]
-fn submit_update_order_amount(order_id: i64, amount: f64) -> Result<Submitted, WriteError> {
-    submit(UserOrderOp::UpdateOrderAmount { order_id, amount }.to_write_op())
+fn submit_create_order(user_id: i64, amount: f64) -> SubmitResult {
+    submit(user_order_op(UserOrderOp::CreateOrder { user_id, amount }))
 }
 
 #[ic_cdk::update]
-fn submit_delete_user_orders(user_id: i64) -> Result<Submitted, WriteError> {
-    submit(UserOrderOp::DeleteUserOrders { user_id }.to_write_op())
+fn submit_update_order_amount(order_id: i64, amount: f64) -> SubmitResult {
+    submit(user_order_op(UserOrderOp::UpdateOrderAmount {
+        order_id,
+        amount,
+    }))
 }
 
 #[ic_cdk::update]
-fn submit_sql(statements: Vec<SqlStatement>) -> Result<Submitted, WriteError> {
-    require_controller()?;
-    submit(sql_op(statements)?)
+fn submit_delete_user_orders(user_id: i64) -> SubmitResult {
+    submit(user_order_op(UserOrderOp::DeleteUserOrders { user_id }))
 }
 
 #[ic_cdk::update]
-fn flush() -> Result<FlushSummary, WriteError> {
-    let summary = flush_now();
-    ensure_timer();
-    summary
+fn submit_sql(statements: Vec<SqlStatement>) -> SubmitResult {
+    let op = access::require_controller().and_then(|()| sql_op(statements));
+    let submitted = op.and_then(enqueue);
+    timer::ensure();
+    submitted.into()
+}
+
+#[ic_cdk::update]
+fn flush() -> FlushResult {
+    let summary = access::require_writer(write_access()).and_then(|()| flush_now());
+    timer::ensure();
+    summary.into()
+}
+
+/// A careful flush of at most `limit` ops, called by the canister itself when its flushes
+/// have stopped making progress (see [`timer`]). Not part of the Candid interface.
+#[ic_cdk::update(hidden = true, name = "__careful_flush")]
+fn careful_flush(limit: u64) -> FlushResult {
+    let summary = timer::careful_flush_now(limit);
+    timer::ensure();
+    summary.into()
 }
 
 // ---- client-side batch: many ops in one call, one transaction ----
 
 #[ic_cdk::update]
-fn execute_batch(ops: Vec<UserOrderOp>) -> Result<Vec<Outcome>, WriteError> {
+fn execute_batch(ops: Vec<UserOrderOp>) -> BatchResult {
+    batch(ops).into()
+}
+
+fn batch(ops: Vec<UserOrderOp>) -> Result<Vec<Outcome>, WriteError> {
+    access::require_writer(write_access())?;
     if ops.len() > MAX_CLIENT_BATCH {
         return Err(WriteError::Invalid(format!(
             "{} ops in one batch; the limit is {MAX_CLIENT_BATCH}",
             ops.len()
         )));
     }
-    let ops: Vec<WriteOp> = ops.iter().map(UserOrderOp::to_write_op).collect();
-    db::with(|conn| batch_core::execute_batch(conn, &ops))
-        .map(|outcomes| outcomes.into_iter().map(Outcome::from).collect())
+    for (i, op) in ops.iter().enumerate() {
+        op.validate()
+            .map_err(|e| WriteError::Invalid(format!("op {i}: {e}")))?;
+    }
+    let ops: Vec<WriteOp> = ops.iter().map(workload::to_write_op).collect();
+    let budget = Budget::new(
+        MessageMeter,
+        SETTINGS.with_borrow(|s| s.config.flush_instruction_budget),
+    );
+    db::with(|conn| batch_core::execute_batch_within(conn, &ops, &budget))
+        .map(|outcomes| outcomes.into_iter().map(outcome).collect())
         .map_err(|e| WriteError::Database(e.to_string()))
+}
+
+// ---- controllers: writers ----
+
+#[ic_cdk::update]
+fn add_writers(principals: Principals) -> AdminResult {
+    access::require_controller()
+        .and_then(|()| access::add_writers(principals))
+        .into()
+}
+
+#[ic_cdk::update]
+fn remove_writers(principals: Principals) -> AdminResult {
+    access::require_controller()
+        .map(|()| access::remove_writers(&principals))
+        .into()
+}
+
+#[ic_cdk::query]
+fn writers() -> Principals {
+    access::writers()
 }
 
 // ---- queries ----
 
 #[ic_cdk::query]
-fn ticket_status(ticket: u64) -> TicketStatus {
+fn ticket_status(ticket: Ticket) -> TicketStatus {
     match QUEUE.with_borrow(|q| q.status(ticket)) {
         OpStatus::Pending => TicketStatus::Pending,
         OpStatus::Done(OpOutcome::Committed {
@@ -445,7 +396,10 @@ fn ticket_status(ticket: u64) -> TicketStatus {
             rows_changed,
             last_insert_rowid,
         },
-        OpStatus::Done(OpOutcome::Failed { error }) => TicketStatus::Failed(error),
+        OpStatus::Done(OpOutcome::Failed { code, error }) => TicketStatus::Failed(OpError {
+            code,
+            message: error,
+        }),
         OpStatus::Evicted => TicketStatus::Evicted,
         OpStatus::Unknown => TicketStatus::Unknown,
     }
@@ -453,18 +407,27 @@ fn ticket_status(ticket: u64) -> TicketStatus {
 
 #[ic_cdk::query]
 fn stats() -> Stats {
-    let s = QUEUE.with_borrow(|q| q.stats());
+    let (s, pending_bytes) = QUEUE.with_borrow(|q| (q.stats(), q.pending_bytes()));
     Stats {
         pending: s.pending,
+        pending_bytes: pending_bytes as u64,
         submitted: s.submitted,
         committed: s.committed,
         failed: s.failed,
+        interrupted: s.interrupted,
         rejected: s.rejected,
         flushes: s.flushes,
+        flush_errors: s.flush_errors,
         last_flush_ops: s.last_flush_ops,
         last_flush_instructions: s.last_flush_instructions,
-        timer_armed: TIMER.with_borrow(|t| t.is_some()),
+        last_error: s.last_error,
+        timer_armed: timer::armed(),
     }
+}
+
+#[ic_cdk::query]
+fn settings() -> Settings {
+    SETTINGS.with_borrow(CanisterSettings::to_candid)
 }
 
 fn query_error(e: impl std::fmt::Display) -> String {
@@ -472,7 +435,7 @@ fn query_error(e: impl std::fmt::Display) -> String {
 }
 
 #[ic_cdk::query]
-fn counts() -> Result<Counts, String> {
+fn counts() -> CountsResult {
     db::with(|conn| {
         let count = |table: &str| -> Result<u64, String> {
             conn.query_row(&format!("SELECT COUNT(*) FROM {table}"), [], |r| {
@@ -486,12 +449,13 @@ fn counts() -> Result<Counts, String> {
             orders: count("orders")?,
         })
     })
+    .into()
 }
 
-/// The join of seed 004 (`users JOIN orders ... WHERE u.user_id < ? ORDER BY o.created_at DESC`),
-/// limited to `limit` rows so the reply stays under the message size limit.
+/// The join of the ic-rusqlite benchmark (`users JOIN orders ... WHERE u.user_id < ? ORDER BY
+/// o.created_at DESC`), at most `limit` rows (capped at [`MAX_QUERY_ROWS`]).
 #[ic_cdk::query]
-fn user_orders(max_user_id: i64, limit: u32) -> Result<Vec<UserOrder>, String> {
+fn user_orders(max_user_id: i64, limit: u32) -> UserOrdersResult {
     db::with(|conn| {
         let mut stmt = conn
             .prepare_cached(
@@ -501,7 +465,7 @@ fn user_orders(max_user_id: i64, limit: u32) -> Result<Vec<UserOrder>, String> {
             )
             .map_err(query_error)?;
         let rows = stmt
-            .query_map((max_user_id, limit), |r| {
+            .query_map((max_user_id, limit.min(MAX_QUERY_ROWS)), |r| {
                 Ok(UserOrder {
                     user_id: r.get(0)?,
                     username: r.get(1)?,
@@ -512,17 +476,47 @@ fn user_orders(max_user_id: i64, limit: u32) -> Result<Vec<UserOrder>, String> {
             .map_err(query_error)?;
         rows.collect::<Result<Vec<_>, _>>().map_err(query_error)
     })
+    .into()
 }
 
-/// The LIKE query of seed 004 (`SELECT * FROM users WHERE email LIKE '<prefix>%'`), limited.
+/// The orders of `user_id` with `order_id > after_order_id`, by `order_id`, at most `limit` rows
+/// (capped at [`MAX_QUERY_ROWS`]).
 #[ic_cdk::query]
-fn users_by_email_prefix(prefix: String, limit: u32) -> Result<Vec<User>, String> {
+fn orders(user_id: i64, after_order_id: i64, limit: u32) -> OrdersResult {
     db::with(|conn| {
         let mut stmt = conn
-            .prepare_cached("SELECT user_id, username, email, created_at FROM users WHERE email LIKE ?1 || '%' LIMIT ?2")
+            .prepare_cached(
+                "SELECT order_id, user_id, amount FROM orders \
+                 WHERE user_id = ?1 AND order_id > ?2 ORDER BY order_id LIMIT ?3",
+            )
             .map_err(query_error)?;
         let rows = stmt
-            .query_map((prefix, limit), |r| {
+            .query_map((user_id, after_order_id, limit.min(MAX_QUERY_ROWS)), |r| {
+                Ok(Order {
+                    order_id: r.get(0)?,
+                    user_id: r.get(1)?,
+                    amount: r.get(2)?,
+                })
+            })
+            .map_err(query_error)?;
+        rows.collect::<Result<Vec<_>, _>>().map_err(query_error)
+    })
+    .into()
+}
+
+/// The LIKE query of the ic-rusqlite benchmark (`SELECT * FROM users WHERE email LIKE
+/// '<prefix>%'`), at most `limit` rows (capped at [`MAX_QUERY_ROWS`]).
+#[ic_cdk::query]
+fn users_by_email_prefix(prefix: String, limit: u32) -> UsersResult {
+    db::with(|conn| {
+        let mut stmt = conn
+            .prepare_cached(
+                "SELECT user_id, username, email, created_at FROM users \
+                 WHERE email LIKE ?1 || '%' LIMIT ?2",
+            )
+            .map_err(query_error)?;
+        let rows = stmt
+            .query_map((prefix, limit.min(MAX_QUERY_ROWS)), |r| {
                 Ok(User {
                     user_id: r.get(0)?,
                     username: r.get(1)?,
@@ -533,6 +527,7 @@ fn users_by_email_prefix(prefix: String, limit: u32) -> Result<Vec<User>, String
             .map_err(query_error)?;
         rows.collect::<Result<Vec<_>, _>>().map_err(query_error)
     })
+    .into()
 }
 
 ic_cdk::export_candid!();

@@ -1,56 +1,147 @@
-//! Keeps the write queue across upgrades in stable memory.
+//! Keeps the canister's state across upgrades in stable memory: who may write, and the whole
+//! write queue with its configuration (batch_core's versioned binary format, exact for every
+//! value).
 //!
 //! ic-rusqlite owns virtual memories 101–119 (file system) and 120 (the database) of its
-//! `MemoryManager`; the queue lives in [`QUEUE_MEMORY_ID`] of the same manager. Layout: an 8-byte
-//! little-endian length, then the queue state as JSON. A length of 0 means "no saved queue".
+//! `MemoryManager`; the saved state lives in [`STATE_MEMORY_ID`] of the same manager. Layout: an
+//! 8-byte little-endian length (0: nothing saved), then `b"BCS"`, a format version byte, the
+//! canister's part in postcard ([`Saved`]), and the queue as
+//! [`batch_core::BatchQueue::save`] writes it.
+//!
+//! `pre_upgrade` only writes; it never flushes. Its work is linear in the bytes written, which
+//! the queue's `max_pending_bytes` (and the 1 KiB cap on each kept error text) bound.
 
-use batch_core::QueueState;
+use std::io::Write;
+
+use batch_core::BatchQueue;
+use bench_api::WriteAccess;
+use candid::Principal;
 use ic_stable_structures::Memory;
 use ic_stable_structures::memory_manager::MemoryId;
+use ic_stable_structures::writer::{BufferedWriter, Writer};
+use serde::{Deserialize, Serialize};
 
-/// The virtual memory that holds the saved queue (outside ic-rusqlite's 101–120).
-pub const QUEUE_MEMORY_ID: u8 = 1;
+/// The virtual memory that holds the saved state (outside ic-rusqlite's 101–120).
+pub const STATE_MEMORY_ID: u8 = 1;
 
-const WASM_PAGE: u64 = 65_536;
+const MAGIC: &[u8; 3] = b"BCS";
+const FORMAT_VERSION: u8 = 1;
+/// Bytes buffered before each stable-memory write (postcard writes field by field).
+const WRITE_BUFFER: usize = 64 * 1024;
+
+/// The canister's part of the saved state (the order of the fields is the format).
+#[derive(Serialize, Deserialize)]
+struct Saved {
+    open: bool,
+    writers: Vec<Principal>,
+}
+
+/// What [`take`] restores.
+pub struct Restored {
+    /// Who may write.
+    pub write_access: WriteAccess,
+    /// The registered writers.
+    pub writers: Vec<Principal>,
+    /// The queue, with the configuration it was saved with.
+    pub queue: BatchQueue,
+}
 
 fn memory() -> impl Memory {
-    ic_rusqlite::MEMORY_MANAGER.with_borrow(|m| m.get(MemoryId::new(QUEUE_MEMORY_ID)))
+    ic_rusqlite::MEMORY_MANAGER.with_borrow(|m| m.get(MemoryId::new(STATE_MEMORY_ID)))
 }
 
-/// Writes `state` to stable memory. Traps if stable memory cannot grow: pre_upgrade must not
-/// silently drop acknowledged operations.
-pub fn save(state: &QueueState) {
-    let bytes = serde_json::to_vec(state).expect("serializing the queue state");
-    let mem = memory();
-    let needed = 8 + bytes.len() as u64;
-    let have = mem.size() * WASM_PAGE;
-    if needed > have {
-        let pages = (needed - have).div_ceil(WASM_PAGE);
-        assert!(
-            mem.grow(pages) >= 0,
-            "stable memory full: cannot save {} pending bytes",
-            bytes.len()
-        );
+/// Counts the bytes passing to the stable-memory writer.
+struct Counting<W> {
+    inner: W,
+    written: u64,
+}
+
+impl<W: Write> Write for Counting<W> {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        let n = self.inner.write(buf)?;
+        self.written += n as u64;
+        Ok(n)
     }
-    mem.write(0, &(bytes.len() as u64).to_le_bytes());
-    mem.write(8, &bytes);
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        self.inner.flush()
+    }
 }
 
-/// Reads and clears the saved queue state, if any.
-pub fn take() -> Option<QueueState> {
+/// Writes the state to stable memory. Traps only if stable memory cannot grow (the subnet is
+/// out of memory): `pre_upgrade` must not drop acknowledged operations silently, and the trap
+/// leaves the old canister running with its queue.
+pub fn save(write_access: WriteAccess, writers: Vec<Principal>, queue: &BatchQueue) {
+    let mut mem = memory();
+    let written = {
+        let writer = BufferedWriter::new(WRITE_BUFFER, Writer::new(&mut mem, 8));
+        let mut out = Counting {
+            inner: writer,
+            written: 0,
+        };
+        let saved = Saved {
+            open: write_access == WriteAccess::Open,
+            writers,
+        };
+        out.write_all(MAGIC)
+            .and_then(|()| out.write_all(&[FORMAT_VERSION]))
+            .unwrap_or_else(|e| ic_cdk::trap(format!("saving the canister state: {e}")));
+        let mut out = postcard::to_io(&saved, out)
+            .unwrap_or_else(|e| ic_cdk::trap(format!("saving the canister state: {e}")));
+        out = queue
+            .save(out)
+            .unwrap_or_else(|e| ic_cdk::trap(format!("saving the write queue: {e}")));
+        out.flush()
+            .unwrap_or_else(|e| ic_cdk::trap(format!("saving the write queue: {e}")));
+        out.written
+    };
+    mem.write(0, &written.to_le_bytes());
+}
+
+/// Reads and clears the saved state, if any. A state this canister saved always restores;
+/// anything else traps with the reason (the upgrade is then refused and the old version keeps
+/// running).
+pub fn take() -> Option<Restored> {
     let mem = memory();
     if mem.size() == 0 {
         return None;
     }
     let mut len = [0u8; 8];
     mem.read(0, &mut len);
-    let len = u64::from_le_bytes(len) as usize;
+    let len = u64::from_le_bytes(len);
     if len == 0 {
         return None;
     }
+    let len = usize::try_from(len)
+        .unwrap_or_else(|_| ic_cdk::trap(format!("saved state of {len} bytes")));
     let mut bytes = vec![0u8; len];
     mem.read(8, &mut bytes);
-    let state = serde_json::from_slice(&bytes).expect("decoding the saved queue state");
+    let restored = decode(&bytes).unwrap_or_else(|e| ic_cdk::trap(e));
     mem.write(0, &0u64.to_le_bytes());
-    Some(state)
+    Some(restored)
+}
+
+fn decode(bytes: &[u8]) -> Result<Restored, String> {
+    let rest = bytes
+        .strip_prefix(MAGIC.as_slice())
+        .ok_or("the saved state was not written by this canister (no BCS header)")?;
+    let (&version, payload) = rest.split_first().ok_or("the saved state is empty")?;
+    if version != FORMAT_VERSION {
+        return Err(format!(
+            "saved state format {version} is not supported (this version reads {FORMAT_VERSION})"
+        ));
+    }
+    let (saved, queue_bytes): (Saved, &[u8]) = postcard::take_from_bytes(payload)
+        .map_err(|e| format!("decoding the saved canister state: {e}"))?;
+    let queue =
+        BatchQueue::restore(queue_bytes).map_err(|e| format!("restoring the write queue: {e}"))?;
+    Ok(Restored {
+        write_access: if saved.open {
+            WriteAccess::Open
+        } else {
+            WriteAccess::Restricted
+        },
+        writers: saved.writers,
+        queue,
+    })
 }

@@ -1,7 +1,7 @@
 //! The users/orders write operations of the Candid API, as SQL for batch_core.
 
 use batch_core::{SqlValue, Statement, WriteOp};
-use candid::{CandidType, Deserialize};
+use bench_api::UserOrderOp;
 
 /// Inserts a user; `created_at` takes its default.
 pub const INSERT_USER: &str = "INSERT INTO users (username, email) VALUES (?1, ?2)";
@@ -12,42 +12,27 @@ pub const UPDATE_ORDER_AMOUNT: &str = "UPDATE orders SET amount = ?2 WHERE order
 /// Deletes all orders of one user.
 pub const DELETE_USER_ORDERS: &str = "DELETE FROM orders WHERE user_id = ?1";
 
-/// One write of the users/orders workload, as a client submits it.
-#[derive(CandidType, Deserialize, Clone, Debug, PartialEq)]
-pub enum UserOrderOp {
-    /// Create a user.
-    CreateUser { username: String, email: String },
-    /// Create an order for `user_id`.
-    CreateOrder { user_id: i64, amount: f64 },
-    /// Change the amount of order `order_id`.
-    UpdateOrderAmount { order_id: i64, amount: f64 },
-    /// Delete every order of `user_id`.
-    DeleteUserOrders { user_id: i64 },
-}
-
-impl UserOrderOp {
-    /// The single SQL statement this operation executes.
-    pub fn to_write_op(&self) -> WriteOp {
-        let (sql, params) = match self {
-            Self::CreateUser { username, email } => (
-                INSERT_USER,
-                vec![
-                    SqlValue::from(username.as_str()),
-                    SqlValue::from(email.as_str()),
-                ],
-            ),
-            Self::CreateOrder { user_id, amount } => (
-                INSERT_ORDER,
-                vec![SqlValue::from(*user_id), SqlValue::from(*amount)],
-            ),
-            Self::UpdateOrderAmount { order_id, amount } => (
-                UPDATE_ORDER_AMOUNT,
-                vec![SqlValue::from(*order_id), SqlValue::from(*amount)],
-            ),
-            Self::DeleteUserOrders { user_id } => {
-                (DELETE_USER_ORDERS, vec![SqlValue::from(*user_id)])
-            }
-        };
-        WriteOp::Single(Statement::new(sql, params))
-    }
+/// The single SQL statement `op` executes.
+pub fn to_write_op(op: &UserOrderOp) -> WriteOp {
+    let (sql, params) = match op {
+        UserOrderOp::CreateUser { username, email } => (
+            INSERT_USER,
+            vec![
+                SqlValue::from(username.as_str()),
+                SqlValue::from(email.as_str()),
+            ],
+        ),
+        UserOrderOp::CreateOrder { user_id, amount } => (
+            INSERT_ORDER,
+            vec![SqlValue::from(*user_id), SqlValue::from(*amount)],
+        ),
+        UserOrderOp::UpdateOrderAmount { order_id, amount } => (
+            UPDATE_ORDER_AMOUNT,
+            vec![SqlValue::from(*order_id), SqlValue::from(*amount)],
+        ),
+        UserOrderOp::DeleteUserOrders { user_id } => {
+            (DELETE_USER_ORDERS, vec![SqlValue::from(*user_id)])
+        }
+    };
+    WriteOp::Single(Statement::new(sql, params))
 }

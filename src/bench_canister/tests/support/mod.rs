@@ -1,0 +1,207 @@
+//! A client of the deployable canister wasm on the offline engine, for the integration tests.
+//! Build the wasm first with `scripts/build.sh` (`scripts/test.sh` does).
+#![allow(dead_code)]
+
+use std::path::PathBuf;
+
+use bench_api::*;
+use candid::utils::ArgumentEncoder;
+use candid::{CandidType, Deserialize, Encode, Principal};
+use offline_engine::{Canister, Engine, EngineConfig, Execution, MessageResult, Program, Settings};
+
+/// The controller the tests install with.
+pub const CONTROLLER: &[u8] = &[0xC0, 0xFF, 0xEE, 0x01];
+/// A principal that is neither a controller nor a writer.
+pub const STRANGER: &[u8] = &[0x5E, 0x11, 0x0A];
+
+/// The deployable wasm, loaded once per engine.
+pub fn program(engine: &Engine) -> Program {
+    let path =
+        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../target/canister/bench_canister.wasm");
+    let wasm = std::fs::read(&path)
+        .unwrap_or_else(|e| panic!("{}: {e}; run scripts/build.sh first", path.display()));
+    engine.load(&wasm).expect("the canister wasm loads")
+}
+
+/// An installed canister, its program, and every execution it ran.
+pub struct Client {
+    pub engine: Engine,
+    pub program: Program,
+    pub canister: Canister,
+    /// Every execution, in order (ticks included): the tests check that none trapped.
+    pub log: Vec<Execution>,
+}
+
+impl Client {
+    /// Installs with `args` on an application subnet.
+    pub fn install(args: InitArgs) -> Client {
+        Self::install_with(args, Settings::default())
+    }
+
+    /// Installs with `args` and engine `settings` (controllers are set to [`CONTROLLER`]).
+    pub fn install_with(args: InitArgs, settings: Settings) -> Client {
+        let engine = Engine::new(EngineConfig::default()).expect("engine");
+        let program = program(&engine);
+        let settings = Settings {
+            controllers: vec![CONTROLLER.to_vec()],
+            ..settings
+        };
+        let arg = Encode!(&Some(args)).unwrap();
+        let (canister, exec) =
+            Canister::install(&engine, &program, &arg, settings).expect("install");
+        Client {
+            engine,
+            program,
+            canister,
+            log: vec![exec],
+        }
+    }
+
+    /// An update call by `caller` as an ingress message; the raw execution.
+    pub fn raw_update<A: ArgumentEncoder>(
+        &mut self,
+        caller: &[u8],
+        method: &str,
+        args: A,
+    ) -> Execution {
+        let arg = candid::encode_args(args).unwrap();
+        let exec = self
+            .canister
+            .update_as(caller, method, &arg)
+            .unwrap_or_else(|e| panic!("update {method}: {e}"));
+        self.log.push(exec.clone());
+        exec
+    }
+
+    /// An update call by `caller`, decoded as `R`; panics on anything but a reply.
+    pub fn update_as<R, A>(&mut self, caller: &[u8], method: &str, args: A) -> R
+    where
+        R: CandidType + for<'de> Deserialize<'de>,
+        A: ArgumentEncoder,
+    {
+        let exec = self.raw_update(caller, method, args);
+        decode(method, &exec)
+    }
+
+    /// An update call by the controller.
+    pub fn update<R, A>(&mut self, method: &str, args: A) -> R
+    where
+        R: CandidType + for<'de> Deserialize<'de>,
+        A: ArgumentEncoder,
+    {
+        self.update_as(CONTROLLER, method, args)
+    }
+
+    /// A query (as the anonymous principal), decoded as `R`.
+    pub fn query<R, A>(&mut self, method: &str, args: A) -> R
+    where
+        R: CandidType + for<'de> Deserialize<'de>,
+        A: ArgumentEncoder,
+    {
+        let arg = candid::encode_args(args).unwrap();
+        let exec = self
+            .canister
+            .query(method, &arg)
+            .unwrap_or_else(|e| panic!("query {method}: {e}"));
+        decode(method, &exec)
+    }
+
+    pub fn stats(&mut self) -> Stats {
+        self.query("stats", ())
+    }
+
+    pub fn settings(&mut self) -> bench_api::Settings {
+        self.query("settings", ())
+    }
+
+    pub fn counts(&mut self) -> Counts {
+        Result::from(self.query::<CountsResult, _>("counts", ())).unwrap()
+    }
+
+    pub fn ticket(&mut self, ticket: Ticket) -> TicketStatus {
+        self.query("ticket_status", (ticket,))
+    }
+
+    /// Every order of `user_id`, through the paginated `orders` query.
+    pub fn orders_of(&mut self, user_id: i64) -> Vec<Order> {
+        let mut all = Vec::new();
+        let mut after = 0i64;
+        loop {
+            let page: Vec<Order> =
+                Result::from(self.query::<OrdersResult, _>("orders", (user_id, after, 1_000u32)))
+                    .unwrap();
+            let Some(last) = page.last() else { break };
+            after = last.order_id;
+            all.extend(page);
+        }
+        all
+    }
+
+    /// `submit_sql` by the controller; the ticket.
+    pub fn submit_sql(&mut self, sql: &str) -> Ticket {
+        let statement = SqlStatement {
+            sql: sql.into(),
+            params: vec![],
+        };
+        let r: SubmitResult = self.update("submit_sql", (vec![statement],));
+        Result::from(r).expect("accepted").ticket
+    }
+
+    /// `submit_create_order` by the controller.
+    pub fn submit_order(&mut self, user_id: i64, amount: f64) -> Result<Submitted, WriteError> {
+        self.update::<SubmitResult, _>("submit_create_order", (user_id, amount))
+            .into()
+    }
+
+    /// `create_user` by the controller; the new user's id.
+    pub fn create_user(&mut self, name: &str) -> i64 {
+        let r: WriteResult = self.update("create_user", (name, format!("{name}@example.com")));
+        match Result::from(r) {
+            Ok(Outcome::Committed {
+                last_insert_rowid, ..
+            }) => last_insert_rowid,
+            other => panic!("create_user {name}: {other:?}"),
+        }
+    }
+
+    /// Moves time by `ns` and runs what is due; returns the executions.
+    pub fn tick(&mut self, ns: u64) -> Vec<Execution> {
+        self.canister.advance_time(ns);
+        let runs = self.canister.tick().expect("tick");
+        self.log.extend(runs.iter().cloned());
+        runs
+    }
+
+    /// Upgrades to the same wasm with `args`; the execution.
+    pub fn upgrade(&mut self, args: Option<InitArgs>) -> Execution {
+        let program = self.program.clone();
+        let exec = self
+            .canister
+            .upgrade(&program, &Encode!(&args).unwrap())
+            .expect("upgrade");
+        self.log.push(exec.clone());
+        exec
+    }
+
+    /// The executions that trapped so far.
+    pub fn traps(&self) -> Vec<&Execution> {
+        self.log.iter().filter(|e| e.result.is_trap()).collect()
+    }
+}
+
+/// Decodes a reply as `R`, or panics with the execution.
+pub fn decode<R: CandidType + for<'de> Deserialize<'de>>(method: &str, exec: &Execution) -> R {
+    match &exec.result {
+        MessageResult::Reply(bytes) => candid::decode_one(bytes)
+            .unwrap_or_else(|e| panic!("{method}: decoding the reply: {e}")),
+        other => panic!(
+            "{method}: expected a reply, got {other:?}; logs: {:?}",
+            exec.logs
+        ),
+    }
+}
+
+/// The principal of raw bytes.
+pub fn principal(bytes: &[u8]) -> Principal {
+    Principal::from_slice(bytes)
+}
