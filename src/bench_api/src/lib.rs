@@ -7,6 +7,7 @@
 use candid::{CandidType, Deserialize, Principal};
 
 pub mod fixture;
+pub mod schema;
 
 /// The identifier of a queued write; ask [`TicketStatus`] with it. Issued 1, 2, 3, ... and never
 /// reused, also across upgrades.

@@ -2,15 +2,7 @@
 
 use batch_core::{SqlValue, Statement, WriteOp};
 use bench_api::UserOrderOp;
-
-/// Inserts a user; `created_at` takes its default.
-pub const INSERT_USER: &str = "INSERT INTO users (username, email) VALUES (?1, ?2)";
-/// Inserts an order; `created_at` takes its default.
-pub const INSERT_ORDER: &str = "INSERT INTO orders (user_id, amount) VALUES (?1, ?2)";
-/// Sets the amount of one order.
-pub const UPDATE_ORDER_AMOUNT: &str = "UPDATE orders SET amount = ?2 WHERE order_id = ?1";
-/// Deletes all orders of one user.
-pub const DELETE_USER_ORDERS: &str = "DELETE FROM orders WHERE user_id = ?1";
+pub use bench_api::schema::{DELETE_USER_ORDERS, INSERT_ORDER, INSERT_USER, UPDATE_ORDER_AMOUNT};
 
 /// The single SQL statement `op` executes.
 pub fn to_write_op(op: &UserOrderOp) -> WriteOp {

@@ -1,5 +1,5 @@
-//! Tables derived from the canbench figures: seed-004 parity, gains, floor, error isolation,
-//! flush size, and the targets of issue 3.
+//! Tables derived from the canbench figures: the ic-rusqlite users/orders benchmark beside its
+//! published figures, gains, floor, error isolation, flush size, and the targets.
 
 use std::collections::BTreeMap;
 
@@ -7,51 +7,51 @@ use serde::{Deserialize, Serialize};
 
 use crate::engine_runs::CanbenchFigures;
 
-/// The nine users/orders benchmarks of seed 004: bench name, what it does, and ic-rusqlite's
+/// The nine benchmarks of the ic-rusqlite users/orders benchmark: bench name, what it does, and ic-rusqlite's
 /// published PocketIC figure (instructions).
-pub const SEED_004: [(&str, &str, u64); 9] = [
+pub const USERS_ORDERS_BENCHMARK: [(&str, &str, u64); 9] = [
     (
-        "seed_add_users",
+        "users_orders_add_users",
         "Create 100,000 users (cached INSERT)",
         1_940_000_000,
     ),
     (
-        "seed_add_orders",
+        "users_orders_add_orders",
         "Create 1M orders (no extra indexes)",
         20_050_000_000,
     ),
     (
-        "seed_add_indices",
+        "users_orders_create_indexes",
         "Create 2 indexes over 1M orders",
         6_270_000_000,
     ),
     (
-        "seed_select_join",
+        "users_orders_select_join",
         "Join select (user_id < 1000, ORDER BY created_at)",
         202_280_000,
     ),
     (
-        "seed_select_like",
+        "users_orders_select_like",
         "SELECT … WHERE email LIKE 'user%'",
         781_460_000,
     ),
     (
-        "seed_add_100_indexed_orders",
+        "users_orders_add_100_orders_indexed",
         "Create 100 orders with indexes present",
         9_030_000,
     ),
     (
-        "seed_remove_1000_indexed_orders",
+        "users_orders_delete_orders_of_100_users",
         "Delete 1,000 orders (user_id <= 100)",
         23_140_000,
     ),
     (
-        "seed_add_1m_indexed_orders",
+        "users_orders_add_orders_indexed",
         "Create 1M orders with indexes present",
         29_880_000_000,
     ),
     (
-        "seed_delete_100k_rollback",
+        "users_orders_delete_tenth_rollback",
         "Delete 100,000 orders, then ROLLBACK",
         1_530_000_000,
     ),
@@ -75,9 +75,9 @@ pub const GAIN_TARGET: f64 = 10.0;
 /// Target: error isolation within ± this many percent per successful op.
 pub const ERROR_TARGET_PCT: f64 = 5.0;
 
-/// One row of the seed-004 table.
+/// One row of the users/orders benchmark table.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct SeedRow {
+pub struct UsersOrdersRow {
     /// Bench name.
     pub bench: String,
     /// What it does.
@@ -90,13 +90,16 @@ pub struct SeedRow {
     pub ratio: Option<f64>,
 }
 
-/// The seed-004 table; `full_scale` decides whether ratios make sense.
-pub fn seed_rows(benches: &BTreeMap<String, CanbenchFigures>, full_scale: bool) -> Vec<SeedRow> {
-    SEED_004
+/// The users/orders benchmark table; `full_scale` decides whether ratios make sense.
+pub fn users_orders_rows(
+    benches: &BTreeMap<String, CanbenchFigures>,
+    full_scale: bool,
+) -> Vec<UsersOrdersRow> {
+    USERS_ORDERS_BENCHMARK
         .iter()
         .map(|(bench, description, published)| {
             let measured = benches.get(*bench).map(|b| b.total.instructions);
-            SeedRow {
+            UsersOrdersRow {
                 bench: bench.to_string(),
                 description: description.to_string(),
                 published: *published,
@@ -272,7 +275,7 @@ pub fn floor_rows(benches: &BTreeMap<String, CanbenchFigures>) -> Vec<FloorRow> 
         .collect()
 }
 
-/// A target of issue 3 and whether it is met.
+/// A target of the suite and whether it is met.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct TargetCheck {
     /// The target.
@@ -285,7 +288,7 @@ pub struct TargetCheck {
     pub breakdown_benches: Vec<String>,
 }
 
-/// Evaluates the three targets of issue 3.
+/// Evaluates the targets.
 pub fn targets(benches: &BTreeMap<String, CanbenchFigures>) -> Vec<TargetCheck> {
     let mut out = Vec::new();
     let floor = per_op(benches, "floor_insert_10000", FIXED_OPS);
@@ -419,7 +422,7 @@ mod tests {
         m.insert("errors_1pct".into(), bench(198_000_000));
         m.insert("errors_2pct".into(), bench(220_000_000));
         m.insert("flush_size_10".into(), bench(900_000_000));
-        m.insert("seed_add_users".into(), bench(1_940_000_000 / 2));
+        m.insert("users_orders_add_users".into(), bench(1_940_000_000 / 2));
         m
     }
 
@@ -442,13 +445,13 @@ mod tests {
     }
 
     #[test]
-    fn seed_ratio_only_at_full_scale() {
+    fn published_ratio_only_at_full_scale() {
         let b = sample();
-        let full = seed_rows(&b, true);
+        let full = users_orders_rows(&b, true);
         assert_eq!(full.len(), 9);
         assert!((full[0].ratio.unwrap() - 0.5).abs() < 1e-9);
         assert_eq!(full[1].measured, None);
-        assert_eq!(seed_rows(&b, false)[0].ratio, None);
+        assert_eq!(users_orders_rows(&b, false)[0].ratio, None);
     }
 
     #[test]

@@ -8,7 +8,11 @@ use std::path::Path;
 use std::time::Instant;
 
 use anyhow::{Context, Result, anyhow, bail, ensure};
-use candid::{CandidType, Decode, Deserialize, Encode};
+use bench_api::fixture::{self, Workload};
+use bench_api::{
+    BatchResult, InitArgs, Outcome, SqlStatement, Stats, SubmitResult, UserOrderOp, WriteResult,
+};
+use candid::{Decode, Encode};
 use offline_engine::canbench::BenchResult;
 use offline_engine::{Canister, Engine, EngineConfig, Execution, MessageResult, Program, Settings};
 use serde::Serialize;
@@ -25,10 +29,6 @@ pub const ENGINE_LABEL: &str = offline_engine::canbench::ENGINE_LABEL;
 pub const TIMER_SELF_CALL_METHOD: &str = "<ic-cdk internal> timer_executor";
 /// Billed bytes of that self-call: method name + 8-byte payload.
 pub const TIMER_SELF_CALL_BYTES: u64 = TIMER_SELF_CALL_METHOD.len() as u64 + 8;
-
-/// Users created before each message-level run (the canbench batched/unbatched fixture:
-/// 10,000 users, 2 orders each, seed 004's two indexes).
-pub const FIXTURE_USERS: usize = 10_000;
 
 /// One measurement of a canbench bench (canbench-rs's `Measurement`, absent fields as 0).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, serde::Deserialize)]
@@ -142,85 +142,7 @@ pub fn run_canbench(
     })
 }
 
-// ---------------------------------------------------------------- Candid types of bench_canister.did
-
-#[derive(CandidType, Deserialize, Clone, Debug, Default)]
-struct InitArgs {
-    flush_size: Option<u64>,
-    max_delay_ms: Option<u64>,
-    max_pending: Option<u64>,
-    flush_instruction_budget: Option<u64>,
-    outcome_capacity: Option<u64>,
-}
-
-#[derive(CandidType, Deserialize, Clone, Debug, PartialEq)]
-enum Outcome {
-    Committed {
-        rows_changed: u64,
-        last_insert_rowid: i64,
-    },
-    Failed(String),
-}
-
-#[derive(CandidType, Deserialize, Clone, Debug, PartialEq)]
-struct FlushSummary {
-    executed: u64,
-    committed: u64,
-    failed: u64,
-    remaining: u64,
-    more_due: bool,
-    instructions: u64,
-}
-
-#[derive(CandidType, Deserialize, Clone, Debug, PartialEq)]
-struct Submitted {
-    ticket: u64,
-    flushed: Option<FlushSummary>,
-}
-
-#[derive(CandidType, Deserialize, Clone, Debug, PartialEq)]
-enum WriteError {
-    QueueFull { capacity: u64 },
-    Invalid(String),
-    NotAuthorized,
-    Database(String),
-}
-
-#[derive(CandidType, Deserialize, Clone, Debug, PartialEq)]
-struct Stats {
-    pending: u64,
-    submitted: u64,
-    committed: u64,
-    failed: u64,
-    rejected: u64,
-    flushes: u64,
-    last_flush_ops: u64,
-    last_flush_instructions: u64,
-    timer_armed: bool,
-}
-
-#[derive(CandidType, Deserialize, Clone, Debug, PartialEq)]
-enum UserOrderOp {
-    CreateUser { username: String, email: String },
-    CreateOrder { user_id: i64, amount: f64 },
-    UpdateOrderAmount { order_id: i64, amount: f64 },
-    DeleteUserOrders { user_id: i64 },
-}
-
-#[derive(CandidType, Deserialize, Clone, Debug, PartialEq)]
-enum SqlParam {
-    Null,
-    Integer(i64),
-    Real(f64),
-    Text(String),
-    Blob(Vec<u8>),
-}
-
-#[derive(CandidType, Deserialize, Clone, Debug, PartialEq)]
-struct SqlStatement {
-    sql: String,
-    params: Vec<SqlParam>,
-}
+// ---------------------------------------------------------------- message-level runs
 
 fn reply<'a>(method: &str, exec: &'a Execution) -> Result<&'a [u8]> {
     match &exec.result {
@@ -229,41 +151,43 @@ fn reply<'a>(method: &str, exec: &'a Execution) -> Result<&'a [u8]> {
     }
 }
 
-/// The i-th order of a run: users cycle through the fixture, as the canbench benches do.
+/// The i-th order of a run (the canbench benches' insert workload).
 fn order(i: usize) -> (i64, f64) {
-    ((i % FIXTURE_USERS + 1) as i64, (i % 1000) as f64 + 0.5)
+    match Workload::Insert.op(i) {
+        UserOrderOp::CreateOrder { user_id, amount } => (user_id, amount),
+        other => unreachable!("the insert workload creates orders: {other:?}"),
+    }
 }
 
-/// Installs the deployable canister with `args` and builds the fixture (10,000 users with 2
-/// orders each and seed 004's two indexes) through client batches and controller SQL.
+/// Installs the deployable canister with `args` and builds the batched/unbatched fixture of
+/// `bench_api::fixture` (the one the canbench benches build) through client batches and
+/// controller SQL. The anonymous caller is the engine's default controller.
 fn install_with_fixture(engine: &Engine, program: &Program, args: InitArgs) -> Result<Canister> {
     let arg = Encode!(&Some(args)).context("encoding the init argument")?;
     let (mut c, _) = Canister::install(engine, program, &arg, Settings::default())
         .context("installing the deployable wasm")?;
-    let users: Vec<UserOrderOp> = (1..=FIXTURE_USERS)
-        .map(|i| UserOrderOp::CreateUser {
-            username: format!("user{i}"),
-            email: format!("user{i}@example.com"),
+    let users: Vec<UserOrderOp> = (1..=fixture::USERS)
+        .map(|id| {
+            let (username, email) = fixture::user(id);
+            UserOrderOp::CreateUser { username, email }
+        })
+        .collect();
+    let orders: Vec<UserOrderOp> = (1..=fixture::ORDERS)
+        .map(|i| {
+            let (user_id, amount) = fixture::order(i, fixture::USERS);
+            UserOrderOp::CreateOrder { user_id, amount }
         })
         .collect();
     let mut batches = vec![users];
-    for half in 0..2 {
-        batches.push(
-            (0..FIXTURE_USERS)
-                .map(|i| {
-                    let (user_id, amount) = order(half * FIXTURE_USERS + i);
-                    UserOrderOp::CreateOrder { user_id, amount }
-                })
-                .collect(),
-        );
-    }
+    batches.extend(
+        orders
+            .chunks(bench_api::MAX_CLIENT_BATCH)
+            .map(<[_]>::to_vec),
+    );
     for ops in batches {
         let exec = c.update("execute_batch", &Encode!(&ops)?)?;
-        let outcomes = Decode!(
-            reply("execute_batch", &exec)?,
-            Result<Vec<Outcome>, WriteError>
-        )?
-        .map_err(|e| anyhow!("fixture execute_batch: {e:?}"))?;
+        let outcomes = Result::from(Decode!(reply("execute_batch", &exec)?, BatchResult)?)
+            .map_err(|e| anyhow!("fixture execute_batch: {e:?}"))?;
         ensure!(
             outcomes
                 .iter()
@@ -271,18 +195,15 @@ fn install_with_fixture(engine: &Engine, program: &Program, args: InitArgs) -> R
             "fixture: an op failed"
         );
     }
-    let indexes = vec![
-        SqlStatement {
-            sql: "CREATE INDEX IF NOT EXISTS idx_users_email ON users(email)".into(),
+    let indexes: Vec<SqlStatement> = fixture::INDEXES
+        .iter()
+        .map(|sql| SqlStatement {
+            sql: sql.to_string(),
             params: vec![],
-        },
-        SqlStatement {
-            sql: "CREATE INDEX IF NOT EXISTS idx_orders_user_id ON orders(user_id)".into(),
-            params: vec![],
-        },
-    ];
+        })
+        .collect();
     let exec = c.update("execute_sql", &Encode!(&indexes)?)?;
-    Decode!(reply("execute_sql", &exec)?, Result<Outcome, WriteError>)?
+    Result::from(Decode!(reply("execute_sql", &exec)?, WriteResult)?)
         .map_err(|e| anyhow!("fixture indexes: {e:?}"))?;
     Ok(c)
 }
@@ -331,9 +252,9 @@ pub fn run_mode(engine: &Engine, program: &Program, mode: Mode, n: usize) -> Res
                 let (user_id, amount) = order(i);
                 let arg = Encode!(&user_id, &amount)?;
                 let exec = c.update("create_order", &arg)?;
-                let out = Decode!(reply("create_order", &exec)?, Outcome)?;
+                let out = Decode!(reply("create_order", &exec)?, WriteResult)?;
                 ensure!(
-                    matches!(out, Outcome::Committed { .. }),
+                    matches!(out, WriteResult::Ok(Outcome::Committed { .. })),
                     "create_order {i}: {out:?}"
                 );
                 ok += 1;
@@ -354,11 +275,12 @@ pub fn run_mode(engine: &Engine, program: &Program, mode: Mode, n: usize) -> Res
                 let (user_id, amount) = order(i);
                 let arg = Encode!(&user_id, &amount)?;
                 let exec = c.update("submit_create_order", &arg)?;
-                Decode!(reply("submit_create_order", &exec)?, Result<Submitted, WriteError>)?
+                Result::from(Decode!(reply("submit_create_order", &exec)?, SubmitResult)?)
                     .map_err(|e| anyhow!("submit_create_order {i}: {e:?}"))?;
                 messages.push(record(ingress("submit_create_order", &arg), &exec));
             }
-            let mut stats = Stats::default_pending(n as u64);
+            let mut pending = n as u64;
+            let mut stats = None;
             for _ in 0..100 {
                 c.advance_time(MAX_DELAY_MS * 1_000_000 + 1);
                 for exec in c.tick()? {
@@ -371,21 +293,20 @@ pub fn run_mode(engine: &Engine, program: &Program, mode: Mode, n: usize) -> Res
                     messages.push(record(tick_kind(&exec), &exec));
                 }
                 let q = c.query("stats", &Encode!()?)?;
-                stats = Decode!(reply("stats", &q)?, Stats)?;
-                if stats.pending == 0 {
+                let s = Decode!(reply("stats", &q)?, Stats)?;
+                pending = s.pending;
+                stats = Some(s);
+                if pending == 0 {
                     break;
                 }
             }
+            ensure!(pending == 0, "the timer did not flush the queue: {stats:?}");
+            let committed_ops = stats.as_ref().map_or(0, |s| s.committed);
             ensure!(
-                stats.pending == 0,
-                "the timer did not flush the queue: {stats:?}"
+                committed_ops == n as u64,
+                "{committed_ops} of {n} ops committed: {stats:?}"
             );
-            ensure!(
-                stats.committed == n as u64,
-                "{} of {n} ops committed: {stats:?}",
-                stats.committed
-            );
-            committed = stats.committed;
+            committed = committed_ops;
             // Every timer task made one self-call of known size.
             for m in &mut messages {
                 if let MessageKind::Timer { self_call_bytes } = &mut m.kind {
@@ -403,11 +324,8 @@ pub fn run_mode(engine: &Engine, program: &Program, mode: Mode, n: usize) -> Res
                 .collect();
             let arg = Encode!(&ops)?;
             let exec = c.update("execute_batch", &arg)?;
-            let outcomes = Decode!(
-                reply("execute_batch", &exec)?,
-                Result<Vec<Outcome>, WriteError>
-            )?
-            .map_err(|e| anyhow!("execute_batch: {e:?}"))?;
+            let outcomes = Result::from(Decode!(reply("execute_batch", &exec)?, BatchResult)?)
+                .map_err(|e| anyhow!("execute_batch: {e:?}"))?;
             ensure!(
                 outcomes.len() == n
                     && outcomes
@@ -425,20 +343,4 @@ pub fn run_mode(engine: &Engine, program: &Program, mode: Mode, n: usize) -> Res
         committed,
         messages,
     })
-}
-
-impl Stats {
-    fn default_pending(pending: u64) -> Stats {
-        Stats {
-            pending,
-            submitted: 0,
-            committed: 0,
-            failed: 0,
-            rejected: 0,
-            flushes: 0,
-            last_flush_ops: 0,
-            last_flush_instructions: 0,
-            timer_armed: false,
-        }
-    }
 }

@@ -1,5 +1,6 @@
 //! Load over rounds: a simulation over per-call instruction costs measured on the engine (the
-//! analogue of seed 003's `ab -c 100` / `-c 500` runs).
+//! analogue of the `ab -c 100` / `-c 500` runs of a Go HTTP example that batches its database
+//! writes).
 //!
 //! The model, per round (one round ≈ 1 s on the IC):
 //! 1. **Timer** (batched only): if ops were pending at the end of the previous round, the flush

@@ -35,7 +35,7 @@ struct Wasms {
 enum Command {
     /// Runs the whole suite and writes REPORT.md, results.json and the SVG charts.
     Run {
-        /// full: seed-004 scale (canbench wasm built with BENCH_SCALE_DIVISOR=1); ci: reduced (100).
+        /// full: the scale of the ic-rusqlite users/orders benchmark (canbench wasm built with BENCH_SCALE_DIVISOR=1); ci: reduced (100).
         #[arg(long, value_enum, default_value = "full")]
         scale: Scale,
         /// Output directory.

@@ -89,7 +89,7 @@ pub fn render(r: &SuiteResults, charts: &[ChartLink]) -> String {
     );
 
     // Targets.
-    let _ = writeln!(o, "## Targets (issue 3)\n\n{l}\n");
+    let _ = writeln!(o, "## Targets\n\n{l}\n");
     let _ = writeln!(o, "| target | measured | met |\n|---|---|---|");
     for t in &r.targets {
         let met = match t.met {
@@ -119,8 +119,8 @@ pub fn render(r: &SuiteResults, charts: &[ChartLink]) -> String {
     let _ = writeln!(
         o,
         "\n## Performance gains (canbench, instructions per op)\n\nUnbatched: N ops each through the unbatched update path \
-         (own autocommit transaction). Batched: N submissions through batch_core and one flush. Like Marlin's \
-         \"Performance gains\" table (seed 000), in instructions instead of milliseconds.\n\n{l}\n"
+         (own autocommit transaction). Batched: N submissions through batch_core and one flush. Like the \
+         \"Performance gains\" table of Marlin.BatchOps (a .NET batching library for SQLite), in instructions instead of milliseconds.\n\n{l}\n"
     );
     let _ = writeln!(
         o,
@@ -202,10 +202,10 @@ pub fn render(r: &SuiteResults, charts: &[ChartLink]) -> String {
         );
     }
 
-    // Seed 004.
+    // The ic-rusqlite users/orders benchmark.
     let _ = writeln!(
         o,
-        "\n## Seed 004: ic-rusqlite users/orders benchmarks\n\nPublished figures: ic-rusqlite's benchmark page (canbench on PocketIC). {}\n\n{l}\n",
+        "\n## The ic-rusqlite users/orders benchmark\n\nPublished figures: ic-rusqlite's benchmark page (canbench on PocketIC; <https://github.com/wasm-forge/benchmarks/tree/main/sql-users-orders>). {}\n\n{l}\n",
         if r.scale == Scale::Full {
             "Same data shapes, full scale (100,000 users, 1,000,000 orders)."
         } else {
@@ -216,7 +216,7 @@ pub fn render(r: &SuiteResults, charts: &[ChartLink]) -> String {
         o,
         "| benchmark | bench | published (PocketIC) | ours | ours / published |\n|---|---|---:|---:|---:|"
     );
-    for s in &r.seed {
+    for s in &r.users_orders {
         let ours = s.measured.map(human).unwrap_or_else(|| "not run".into());
         let ratio = s
             .ratio
@@ -311,7 +311,7 @@ pub fn render(r: &SuiteResults, charts: &[ChartLink]) -> String {
             let m = &r.load_model;
             let _ = writeln!(
                 o,
-                "The analogue of seed 003's `ab -c 100` / `-c 500` runs, as a **simulation over per-call instruction costs \
+                "The analogue of the `ab -c 100` / `-c 500` runs of a Go HTTP example that batches its database writes, as a **simulation over per-call instruction costs \
                  measured on the engine** (not a replica run). Each round C new calls arrive for {} rounds; the canister runs \
                  calls in arrival order while the round's {} instructions last (a message starts while budget remains; \
                  the scheduler's {} per execution and {} per canister and round count against it, IC_COSTS.md §1.8); \
@@ -403,12 +403,12 @@ mod tests {
         let labels = md.matches(&label).count();
         assert!(labels >= tables - 1, "{labels} labels for {tables} tables");
         for h in [
-            "## Targets (issue 3)",
+            "## Targets",
             "## Performance gains",
             "## Floor",
             "## Error isolation",
             "## Flush size",
-            "## Seed 004",
+            "## The ic-rusqlite users/orders benchmark",
             "## Message level",
             "## Load over rounds (simulation over measured costs)",
             "## Charts",

@@ -7,7 +7,7 @@ use std::path::PathBuf;
 use anyhow::Result;
 use serde::{Deserialize, Serialize};
 
-use crate::analysis::{self, ErrorRow, FloorRow, FlushRow, GainRow, SeedRow, TargetCheck};
+use crate::analysis::{self, ErrorRow, FloorRow, FlushRow, GainRow, TargetCheck, UsersOrdersRow};
 use crate::engine_runs::{self, CanbenchRun, ENGINE_LABEL};
 use crate::fees::{FeeSchedule, IC_2025};
 use crate::load_model::{self, CallCosts, LoadMode, LoadResult, RoundModel};
@@ -19,13 +19,13 @@ pub const BUILD_HINT_DEPLOYABLE: &str = "scripts/build.sh";
 /// Build hint for the canbench wasm.
 pub const BUILD_HINT_CANBENCH: &str = "BENCH_SCALE_DIVISOR=<1|100> scripts/build.sh canbench";
 
-/// Concurrencies of the load model: seed 003's 100 and 500, and two loads beyond them.
+/// Concurrencies of the load model: the Go batching example's 100 and 500, and two loads beyond them.
 pub const LOAD_CONCURRENCIES: [u64; 4] = [100, 500, 2_000, 10_000];
 
 /// Suite scale.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
 pub enum Scale {
-    /// Seed-004 scale (100k users, 1M orders; canbench wasm built with BENCH_SCALE_DIVISOR=1);
+    /// The scale of the ic-rusqlite users/orders benchmark (100k users, 1M orders; canbench wasm built with BENCH_SCALE_DIVISOR=1);
     /// message benchmarks up to N = 10,000.
     Full,
     /// CI scale (canbench wasm built with BENCH_SCALE_DIVISOR=100); message benchmarks up to 1,000.
@@ -95,8 +95,8 @@ pub struct SuiteResults {
     pub fee_schedule: FeeSchedule,
     /// canbench figures.
     pub canbench: CanbenchRun,
-    /// Seed-004 table.
-    pub seed: Vec<SeedRow>,
+    /// The ic-rusqlite users/orders benchmark table.
+    pub users_orders: Vec<UsersOrdersRow>,
     /// Gain table.
     pub gains: Vec<GainRow>,
     /// Floor breakdown.
@@ -105,7 +105,7 @@ pub struct SuiteResults {
     pub errors: Vec<ErrorRow>,
     /// Flush-size curve.
     pub flush: Vec<FlushRow>,
-    /// Targets of issue 3.
+    /// Targets.
     pub targets: Vec<TargetCheck>,
     /// Message-level runs (every executed message).
     pub message_runs: Vec<ModeRun>,
@@ -279,23 +279,23 @@ pub fn civil_date(days: u64) -> String {
     format!("{y:04}-{m:02}-{d:02}")
 }
 
-/// Refuses a canbench wasm built at another scale than requested, judged by `seed_add_users`
+/// Refuses a canbench wasm built at another scale than requested, judged by `users_orders_add_users`
 /// (100,000 users at full scale; 1,000 at CI scale): below 10% of the published figure at full
 /// scale, or above it at CI scale, the wasm was built with another BENCH_SCALE_DIVISOR, and
-/// its seed figures would be mislabelled.
+/// its figures would be mislabelled.
 pub fn check_scale(scale: Scale, canbench: &CanbenchRun) -> Result<()> {
     let Some(users) = canbench
         .benches
-        .get("seed_add_users")
+        .get("users_orders_add_users")
         .map(|b| b.total.instructions)
     else {
         return Ok(());
     };
-    let published = analysis::SEED_004[0].2;
+    let published = analysis::USERS_ORDERS_BENCHMARK[0].2;
     let full_like = users >= published / 10;
     anyhow::ensure!(
         full_like == (scale == Scale::Full),
-        "the canbench wasm does not match --scale {}: seed_add_users took {users} instructions (published at full \
+        "the canbench wasm does not match --scale {}: users_orders_add_users took {users} instructions (published at full \
          scale: {published}); rebuild it with `BENCH_SCALE_DIVISOR={} scripts/build.sh canbench`",
         scale.label(),
         scale.divisor()
@@ -379,7 +379,7 @@ pub fn assemble(
         deployable_wasm,
         canbench_wasm,
         fee_schedule: fees,
-        seed: analysis::seed_rows(b, scale == Scale::Full),
+        users_orders: analysis::users_orders_rows(b, scale == Scale::Full),
         gains: analysis::gain_rows(b),
         floor: analysis::floor_rows(b),
         errors: analysis::error_rows(b),
@@ -518,7 +518,7 @@ pub(crate) mod tests {
                 b(200_000_000 + 100_000_000_000 / f),
             );
         }
-        benches.insert("seed_add_users".into(), b(1_900_000_000));
+        benches.insert("users_orders_add_users".into(), b(1_900_000_000));
         CanbenchRun {
             wasm_sha256: "ab".repeat(32),
             benches,
@@ -542,13 +542,13 @@ pub(crate) mod tests {
 
     #[test]
     fn scale_mismatch_is_refused() {
-        let c = synthetic_canbench(); // seed_add_users: 1.9 B, full-scale-like
+        let c = synthetic_canbench(); // users_orders_add_users: 1.9 B, full-scale-like
         assert!(check_scale(Scale::Full, &c).is_ok());
         assert!(check_scale(Scale::Ci, &c).is_err());
         let mut small = c.clone();
         small
             .benches
-            .get_mut("seed_add_users")
+            .get_mut("users_orders_add_users")
             .unwrap()
             .total
             .instructions = 18_000_000;
