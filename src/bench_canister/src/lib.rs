@@ -387,7 +387,22 @@ fn writers() -> Principals {
 
 #[ic_cdk::query]
 fn ticket_status(ticket: Ticket) -> TicketStatus {
-    match QUEUE.with_borrow(|q| q.status(ticket)) {
+    QUEUE.with_borrow(|q| status(q, ticket))
+}
+
+/// The statuses of `count` tickets from `first` on (at most [`MAX_QUERY_ROWS`]).
+#[ic_cdk::query]
+fn ticket_statuses(first: Ticket, count: u32) -> Vec<TicketStatus> {
+    let count = u64::from(count.min(MAX_QUERY_ROWS));
+    QUEUE.with_borrow(|q| {
+        (first..first.saturating_add(count))
+            .map(|t| status(q, t))
+            .collect()
+    })
+}
+
+fn status(q: &BatchQueue, ticket: Ticket) -> TicketStatus {
+    match q.status(ticket) {
         OpStatus::Pending => TicketStatus::Pending,
         OpStatus::Done(OpOutcome::Committed {
             rows_changed,

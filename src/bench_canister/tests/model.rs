@@ -9,8 +9,6 @@
 //! (every acknowledged op gets an outcome), zero altered, zero stuck (the queue drains).
 //! `MODEL_STEPS` and `MODEL_SEED` change the run (at least 5,000 steps).
 
-mod support;
-
 use std::collections::VecDeque;
 
 use batch_core::{OpOutcome, SqlValue, Statement, WriteOp, execute_autocommit};
@@ -18,9 +16,9 @@ use bench_api::schema::{
     DELETE_USER_ORDERS, INSERT_ORDER, INSERT_USER, SCHEMA, UPDATE_ORDER_AMOUNT,
 };
 use bench_api::*;
+use bench_suite::client::{CONTROLLER, Client, STRANGER};
 use candid::Principal;
 use offline_engine::MessageResult;
-use support::{CONTROLLER, Client, STRANGER};
 
 /// A registered writer.
 const WRITER: &[u8] = &[0x77, 0x21];

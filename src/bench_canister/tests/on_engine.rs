@@ -2,19 +2,17 @@
 //! flush, the size trigger, error isolation, an upgrade with pending ops, settings, and the
 //! committed `.did`. Build the wasm first with scripts/build.sh (scripts/test.sh does).
 
-mod support;
-
 use std::path::PathBuf;
 
 use bench_api::*;
-use support::{CONTROLLER, Client};
+use bench_suite::client::{CONTROLLER, Client};
 
 #[test]
 fn unbatched_write_commits_in_the_call() {
     let mut c = Client::install(InitArgs::default());
     assert_eq!(c.create_user("alice"), 1);
     let exec = c.raw_update(CONTROLLER, "create_order", (1i64, 9.5f64));
-    let outcome: WriteResult = support::decode("create_order", &exec);
+    let outcome: WriteResult = bench_suite::client::decode("create_order", &exec);
     assert_eq!(
         outcome,
         WriteResult::Ok(Outcome::Committed {

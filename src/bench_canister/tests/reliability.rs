@@ -2,12 +2,10 @@
 //! wedge the queue, stop the timer or block an upgrade; nothing acknowledged is lost or altered;
 //! strangers stay out. Every assertion is exact. Build the wasm first with scripts/build.sh.
 
-mod support;
-
 use bench_api::*;
+use bench_suite::client::{CONTROLLER, Client, STRANGER};
 use candid::Principal;
 use offline_engine::{InstructionLimits, MessageResult, Settings, SubnetKind, reject_code};
-use support::{CONTROLLER, Client, STRANGER};
 
 /// One second: the flush timer's period in these tests.
 const SECOND: u64 = 1_000_000_000;
@@ -223,7 +221,7 @@ fn a_stranger_cannot_build_a_heavy_op_in_restricted_mode() {
         .canister
         .update_from_canister(STRANGER, "execute_batch", &arg)
         .unwrap();
-    let r: BatchResult = support::decode("execute_batch", &exec);
+    let r: BatchResult = bench_suite::client::decode("execute_batch", &exec);
     assert_eq!(r, BatchResult::Err(WriteError::NotAuthorized));
     assert_eq!(
         c.counts(),
@@ -371,7 +369,7 @@ fn a_flush_that_traps_keeps_the_timer_and_the_op_is_removed() {
 #[test]
 fn a_budget_without_headroom_is_refused() {
     let engine = offline_engine::Engine::new(offline_engine::EngineConfig::default()).unwrap();
-    let program = support::program(&engine);
+    let program = bench_suite::client::program(&engine);
     let install = |args: InitArgs| {
         let arg = candid::encode_one(Some(args)).unwrap();
         offline_engine::Canister::install(&engine, &program, &arg, Settings::default())
@@ -437,7 +435,7 @@ fn writers_are_managed_by_controllers() {
     let mut c = Client::install(InitArgs::default());
     let writer = Principal::from_slice(STRANGER);
     // A stranger can neither write nor make itself a writer.
-    let r: AdminResult = support::decode(
+    let r: AdminResult = bench_suite::client::decode(
         "add_writers",
         &c.canister
             .update_from_canister(
@@ -473,13 +471,13 @@ fn writers_are_managed_by_controllers() {
         .canister
         .update_from_canister(STRANGER, "execute_sql", &arg)
         .unwrap();
-    let r: WriteResult = support::decode("execute_sql", &exec);
+    let r: WriteResult = bench_suite::client::decode("execute_sql", &exec);
     assert_eq!(r, WriteResult::Err(WriteError::NotAuthorized));
     let exec = c
         .canister
         .update_from_canister(STRANGER, "submit_sql", &arg)
         .unwrap();
-    let r: SubmitResult = support::decode("submit_sql", &exec);
+    let r: SubmitResult = bench_suite::client::decode("submit_sql", &exec);
     assert_eq!(r, SubmitResult::Err(WriteError::NotAuthorized));
     // Removed again, it is refused.
     let r: AdminResult = c.update("remove_writers", (vec![writer],));

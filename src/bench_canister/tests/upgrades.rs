@@ -2,10 +2,8 @@
 //! subnormals and extremes among them) and texts with NUL and emoji, through three upgrades,
 //! end up in SQLite exactly as the same values written without the queue.
 
-mod support;
-
 use bench_api::*;
-use support::Client;
+use bench_suite::client::Client;
 
 /// SplitMix64: a small deterministic generator, enough for test data.
 struct Rng(u64);
@@ -120,8 +118,10 @@ fn ten_thousand_pending_ops_survive_three_upgrades_bit_for_bit() {
     // Every op has the outcome the same value got without the queue, failures included (NaN
     // is bound as NULL and refused by NOT NULL in both).
     let mut failed = 0;
-    for (i, ticket) in tickets.iter().enumerate() {
-        match (c.ticket(*ticket), &reference[i]) {
+    let statuses = c.tickets(tickets[0], N as u64);
+    assert_eq!(tickets[N - 1], tickets[0] + N as u64 - 1);
+    for (i, status) in statuses.into_iter().enumerate() {
+        match (status, &reference[i]) {
             (
                 TicketStatus::Committed {
                     rows_changed: 1, ..

@@ -1,17 +1,20 @@
 //! The benchmark suite of the project: batched vs unbatched cost of the users/orders workload,
 //! run on the embedded offline engine (`offline_engine`: wasmtime with the IC's metering).
 //!
-//! - [`engine_runs`]: every engine call (canbench benches, message-level runs).
+//! - [`engine_runs`]: every engine call (canbench benches, message-level runs); [`client`]: typed
+//!   calls to the canister on the engine (also used by the canister's tests).
 //! - [`fees`]: the IC fee schedule and the cost of messages; [`message_bench`]: cycles and USD
 //!   per mode; [`load_model`]: load over rounds, simulated over measured costs.
 //! - [`analysis`]: the canbench tables and the targets; [`report`], [`charts`], [`output`]:
 //!   `REPORT.md`, SVG charts, `results.json`.
+//! - [`reliability`]: the scenarios that try to stop, alter or empty the queue.
 //! - [`regression`]: the CI check against a committed baseline.
 //! - [`suite`]: runs it all and collects the figures.
 #![deny(missing_docs)]
 
 pub mod analysis;
 pub mod charts;
+pub mod client;
 pub mod engine_runs;
 pub mod fees;
 pub mod load_model;
@@ -19,5 +22,6 @@ pub mod message_bench;
 pub mod output;
 pub mod progress;
 pub mod regression;
+pub mod reliability;
 pub mod report;
 pub mod suite;

@@ -56,6 +56,13 @@ enum Command {
         #[command(flatten)]
         wasms: Wasms,
     },
+    /// Runs only the reliability scenarios and prints their table (exit 1 if an op was lost or
+    /// altered).
+    Reliability {
+        /// The deployable canister wasm (built by scripts/build.sh).
+        #[arg(long, default_value = "target/canister/bench_canister.wasm")]
+        wasm: PathBuf,
+    },
     /// Runs the reduced-scale suite and rewrites the baseline.
     UpdateBaseline {
         /// The baseline to write.
@@ -132,6 +139,34 @@ fn real_main() -> Result<ExitCode> {
             } else {
                 println!("OK: no benchmark rose more than {threshold}%.");
                 Ok(ExitCode::SUCCESS)
+            }
+        }
+        Command::Reliability { wasm } => {
+            let results = bench_suite::reliability::run_all(&wasm, &mut progress)?;
+            println!(
+                "| scenario | acknowledged | committed | failed | lost | altered | refused | trapped | timer runs to drain |"
+            );
+            println!("|---|---:|---:|---:|---:|---:|---:|---:|---:|");
+            for x in &results {
+                println!(
+                    "| {} | {} | {} | {} | {} | {} | {} | {} | {} |",
+                    x.name,
+                    x.acknowledged,
+                    x.committed,
+                    x.failed,
+                    x.lost,
+                    x.altered,
+                    x.refused,
+                    x.trapped,
+                    x.rounds_to_drain
+                );
+            }
+            println!("(engine: {})", bench_suite::engine_runs::ENGINE_LABEL);
+            if bench_suite::reliability::all_safe(&results) {
+                Ok(ExitCode::SUCCESS)
+            } else {
+                println!("FAILED: an acknowledged op was lost or altered");
+                Ok(ExitCode::from(1))
             }
         }
         Command::UpdateBaseline { baseline, wasms } => {

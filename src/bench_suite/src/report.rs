@@ -367,6 +367,40 @@ pub fn render(r: &SuiteResults, charts: &[ChartLink]) -> String {
         }
     }
 
+    // Reliability.
+    if !r.reliability.is_empty() {
+        let _ = writeln!(
+            o,
+            "\n## Reliability: nothing lost, nothing altered, nothing stuck\n\n\
+             Each scenario tries to stop, alter or empty the batched write queue of the deployable canister \
+             (`src/bench_suite/src/reliability.rs`). *Lost*: acknowledged ops without an outcome once the queue \
+             drained; *altered*: committed orders stored with other bits than submitted; *timer runs*: flush-timer \
+             runs (about one per round) until the queue was empty again; *trapped*: messages whose changes were \
+             rolled back.\n\n{l}\n"
+        );
+        let _ = writeln!(
+            o,
+            "| scenario | what | acknowledged | committed | failed | lost | altered | refused | trapped | timer runs to drain |\n\
+             |---|---|---:|---:|---:|---:|---:|---:|---:|---:|"
+        );
+        for x in &r.reliability {
+            let _ = writeln!(
+                o,
+                "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
+                x.name,
+                x.description,
+                fmt_u(x.acknowledged),
+                fmt_u(x.committed),
+                fmt_u(x.failed),
+                x.lost,
+                x.altered,
+                fmt_u(x.refused),
+                x.trapped,
+                x.rounds_to_drain
+            );
+        }
+    }
+
     // Charts.
     let _ = writeln!(o, "\n## Charts\n\n{l}\n");
     for c in charts {

@@ -120,6 +120,8 @@ pub struct SuiteResults {
     pub load_model: RoundModel,
     /// Load-model results.
     pub load: Vec<LoadResult>,
+    /// Reliability scenarios (empty when the suite ran without them).
+    pub reliability: Vec<crate::reliability::ScenarioResult>,
     /// Wall seconds of the suite.
     pub wall_seconds: f64,
 }
@@ -334,6 +336,7 @@ pub fn run(config: &SuiteConfig, progress: &mut Progress) -> Result<SuiteResults
             )?);
         }
     }
+    let reliability = crate::reliability::run_all(&config.deployable_wasm, progress)?;
     progress.step("load model, report tables");
     let mut results = assemble(
         config.scale,
@@ -348,6 +351,7 @@ pub fn run(config: &SuiteConfig, progress: &mut Progress) -> Result<SuiteResults
         canbench,
         message_runs,
     );
+    results.reliability = reliability;
     results.wall_seconds = progress.elapsed();
     Ok(results)
 }
@@ -392,6 +396,7 @@ pub fn assemble(
         call_costs,
         load_model,
         load,
+        reliability: Vec::new(),
         wall_seconds: 0.0,
     }
 }

@@ -1,8 +1,8 @@
-//! A client of the deployable canister wasm on the offline engine, for the integration tests.
-//! Build the wasm first with `scripts/build.sh` (`scripts/test.sh` does).
-#![allow(dead_code)]
+//! A client of the deployable canister on the offline engine: typed calls through the Candid
+//! types of `bench_api`, time and ticks, upgrades, and a log of every execution. The canister's
+//! integration tests and the reliability scenarios of the suite use it.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use bench_api::*;
 use candid::utils::ArgumentEncoder;
@@ -14,19 +14,34 @@ pub const CONTROLLER: &[u8] = &[0xC0, 0xFF, 0xEE, 0x01];
 /// A principal that is neither a controller nor a writer.
 pub const STRANGER: &[u8] = &[0x5E, 0x11, 0x0A];
 
-/// The deployable wasm, loaded once per engine.
-pub fn program(engine: &Engine) -> Program {
-    let path =
-        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../target/canister/bench_canister.wasm");
-    let wasm = std::fs::read(&path)
+/// Where `scripts/build.sh` writes the deployable wasm, from the workspace root.
+pub const DEPLOYABLE_WASM: &str = "target/canister/bench_canister.wasm";
+
+/// The deployable wasm of this checkout (`<workspace>/target/canister/bench_canister.wasm`).
+pub fn default_wasm_path() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../..")
+        .join(DEPLOYABLE_WASM)
+}
+
+/// Loads the deployable wasm at `path`. Panics with a build hint when it is missing: the
+/// callers are tests and benchmark scenarios, which cannot run without it.
+pub fn program_at(engine: &Engine, path: &Path) -> Program {
+    let wasm = std::fs::read(path)
         .unwrap_or_else(|e| panic!("{}: {e}; run scripts/build.sh first", path.display()));
     engine.load(&wasm).expect("the canister wasm loads")
 }
 
+/// [`program_at`] the [`default_wasm_path`].
+pub fn program(engine: &Engine) -> Program {
+    program_at(engine, &default_wasm_path())
+}
+
 /// An installed canister, its program, and every execution it ran.
 pub struct Client {
-    pub engine: Engine,
+    /// The installed program (upgrades reinstall it).
     pub program: Program,
+    /// The canister.
     pub canister: Canister,
     /// Every execution, in order (ticks included): the tests check that none trapped.
     pub log: Vec<Execution>,
@@ -42,16 +57,25 @@ impl Client {
     pub fn install_with(args: InitArgs, settings: Settings) -> Client {
         let engine = Engine::new(EngineConfig::default()).expect("engine");
         let program = program(&engine);
+        Self::install_program(&engine, &program, args, settings)
+    }
+
+    /// Installs `program` (of `engine`) with `args` and engine `settings` (controllers are set
+    /// to [`CONTROLLER`]).
+    pub fn install_program(
+        engine: &Engine,
+        program: &Program,
+        args: InitArgs,
+        settings: Settings,
+    ) -> Client {
         let settings = Settings {
             controllers: vec![CONTROLLER.to_vec()],
             ..settings
         };
         let arg = Encode!(&Some(args)).unwrap();
-        let (canister, exec) =
-            Canister::install(&engine, &program, &arg, settings).expect("install");
+        let (canister, exec) = Canister::install(engine, program, &arg, settings).expect("install");
         Client {
-            engine,
-            program,
+            program: program.clone(),
             canister,
             log: vec![exec],
         }
@@ -106,20 +130,42 @@ impl Client {
         decode(method, &exec)
     }
 
+    /// The `stats` query.
     pub fn stats(&mut self) -> Stats {
         self.query("stats", ())
     }
 
+    /// The `settings` query.
     pub fn settings(&mut self) -> bench_api::Settings {
         self.query("settings", ())
     }
 
+    /// The `counts` query.
     pub fn counts(&mut self) -> Counts {
         Result::from(self.query::<CountsResult, _>("counts", ())).unwrap()
     }
 
+    /// The `ticket_status` query.
     pub fn ticket(&mut self, ticket: Ticket) -> TicketStatus {
         self.query("ticket_status", (ticket,))
+    }
+
+    /// The statuses of tickets `first..first + count`, through `ticket_statuses` (1,000 per
+    /// query).
+    pub fn tickets(&mut self, first: Ticket, count: u64) -> Vec<TicketStatus> {
+        let mut all = Vec::new();
+        while (all.len() as u64) < count {
+            let next = first + all.len() as u64;
+            let n = (count - all.len() as u64).min(u64::from(MAX_QUERY_ROWS)) as u32;
+            let page: Vec<TicketStatus> = self.query("ticket_statuses", (next, n));
+            assert_eq!(
+                page.len(),
+                n as usize,
+                "ticket_statuses returns what it was asked"
+            );
+            all.extend(page);
+        }
+        all
     }
 
     /// Every order of `user_id`, through the paginated `orders` query.

@@ -1,0 +1,368 @@
+//! Reliability scenarios: the batched write path under the attacks and mistakes that used to
+//! stop it (a heavy op, a heavy delete built by a stranger, an op that makes every flush trap,
+//! upgrades with thousands of pending ops, a full queue, a `COMMIT` that one op makes fail,
+//! strangers), each run on the deployable canister on the engine. For each: ops acknowledged,
+//! committed and failed, acknowledged ops lost (no outcome after the queue drained) and altered
+//! (an order stored with other bits than submitted), calls refused, trapped messages, and the
+//! timer runs (about one per round) until the queue was empty again. Lost and altered must be 0.
+
+use std::collections::{BTreeMap, HashMap};
+use std::path::Path;
+
+use anyhow::{Result, bail, ensure};
+use bench_api::*;
+use offline_engine::{Engine, EngineConfig, InstructionLimits, Settings, SubnetKind};
+use serde::{Deserialize, Serialize};
+
+use crate::client::{Client, STRANGER, program_at};
+use crate::progress::Progress;
+
+/// One second of engine time: the flush timer's period in the scenarios.
+const SECOND: u64 = 1_000_000_000;
+/// Timer runs after which a queue that has not drained counts as stuck.
+const MAX_ROUNDS: u64 = 200;
+
+/// An insert that only the instruction guard stops.
+const ENDLESS_INSERT: &str = "WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c) \
+    INSERT INTO users (username, email) SELECT 'endless', 'endless@example.com' FROM c";
+/// One SQLite operation (a string function over 100 MB) longer than the reduced message limit of
+/// its scenario: no guard can interrupt it, every flush that runs it traps.
+const UNINTERRUPTIBLE: &str = "INSERT INTO users (username, email) VALUES ('poison', \
+    length(replace(printf('%.*c', 100000000, 'x'), 'x', 'yy')))";
+
+/// What one scenario did.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ScenarioResult {
+    /// Short name.
+    pub name: String,
+    /// What was done.
+    pub description: String,
+    /// Queued ops the canister acknowledged with a ticket.
+    pub acknowledged: u64,
+    /// Of those, committed.
+    pub committed: u64,
+    /// Of those, failed (with their own outcome).
+    pub failed: u64,
+    /// Acknowledged ops without an outcome after the queue drained (must be 0).
+    pub lost: u64,
+    /// Committed orders stored with other bits than submitted (must be 0).
+    pub altered: u64,
+    /// Calls refused before anything was queued (full queue, strangers).
+    pub refused: u64,
+    /// Messages that trapped (their changes rolled back).
+    pub trapped: u64,
+    /// Timer runs from the disturbance until the queue was empty.
+    pub rounds_to_drain: u64,
+}
+
+/// Tracks the tickets of a scenario and what each order should store.
+#[derive(Default)]
+struct Ledger {
+    tickets: Vec<Ticket>,
+    /// Ticket → (user, amount) of a queued order insert.
+    orders: HashMap<Ticket, (i64, f64)>,
+    refused: u64,
+}
+
+impl Ledger {
+    fn order(&mut self, c: &mut Client, caller: &[u8], user_id: i64, amount: f64) {
+        let r: SubmitResult = c.update_as(caller, "submit_create_order", (user_id, amount));
+        match Result::from(r) {
+            Ok(s) => {
+                self.tickets.push(s.ticket);
+                self.orders.insert(s.ticket, (user_id, amount));
+            }
+            Err(WriteError::QueueFull { .. } | WriteError::QueueBytesFull { .. }) => {
+                self.refused += 1
+            }
+            Err(e) => panic!("submit_create_order: {e:?}"),
+        }
+    }
+
+    fn sql(&mut self, c: &mut Client, sql: &str) {
+        self.tickets.push(c.submit_sql(sql));
+    }
+
+    fn other(&mut self, c: &mut Client, caller: &[u8], method: &str, user_id: i64) {
+        let r: SubmitResult = c.update_as(caller, method, (user_id,));
+        match Result::from(r) {
+            Ok(s) => self.tickets.push(s.ticket),
+            Err(e) => panic!("{method}: {e:?}"),
+        }
+    }
+
+    /// Ticks until the queue is empty; then counts outcomes, losses and alterations.
+    fn finish(self, c: &mut Client, name: &str, description: &str) -> Result<ScenarioResult> {
+        let mut rounds = 0;
+        while c.stats().pending > 0 {
+            if rounds == MAX_ROUNDS {
+                bail!(
+                    "{name}: the queue did not drain in {MAX_ROUNDS} timer runs: {:?}",
+                    c.stats()
+                );
+            }
+            c.tick(SECOND);
+            rounds += 1;
+        }
+        let (mut committed, mut failed, mut lost) = (0, 0, 0);
+        let mut rowids: BTreeMap<i64, Vec<(i64, f64)>> = BTreeMap::new();
+        let first = self.tickets.iter().copied().min().unwrap_or(1);
+        let last = self.tickets.iter().copied().max().unwrap_or(0);
+        let statuses = c.tickets(first, (last + 1).saturating_sub(first));
+        for ticket in &self.tickets {
+            match statuses[(ticket - first) as usize].clone() {
+                TicketStatus::Committed {
+                    last_insert_rowid, ..
+                } => {
+                    committed += 1;
+                    if let Some(&(user, amount)) = self.orders.get(ticket) {
+                        rowids
+                            .entry(user)
+                            .or_default()
+                            .push((last_insert_rowid, amount));
+                    }
+                }
+                TicketStatus::Failed(_) => failed += 1,
+                TicketStatus::Pending | TicketStatus::Evicted | TicketStatus::Unknown => lost += 1,
+            }
+        }
+        let mut altered = 0;
+        for (user, expected) in rowids {
+            let stored: HashMap<i64, u64> = c
+                .orders_of(user)
+                .into_iter()
+                .map(|o| (o.order_id, o.amount.to_bits()))
+                .collect();
+            altered += expected
+                .iter()
+                .filter(|(rowid, amount)| stored.get(rowid) != Some(&stored_bits(*amount)))
+                .count() as u64;
+        }
+        Ok(ScenarioResult {
+            name: name.into(),
+            description: description.into(),
+            acknowledged: self.tickets.len() as u64,
+            committed,
+            failed,
+            lost,
+            altered,
+            refused: self.refused,
+            trapped: c.traps().len() as u64,
+            rounds_to_drain: rounds,
+        })
+    }
+}
+
+/// The bits SQLite stores for `amount` in a REAL column: whole numbers within the 64-bit integer
+/// range are kept as integers, so −0.0 reads back as 0.0; every other value is kept exactly.
+fn stored_bits(amount: f64) -> u64 {
+    if amount == 0.0 { 0.0f64 } else { amount }.to_bits()
+}
+
+/// Deterministic amounts with the awkward values among them.
+fn amount(i: usize) -> f64 {
+    const SPECIAL: [f64; 8] = [
+        f64::INFINITY,
+        f64::NEG_INFINITY,
+        -0.0,
+        5e-324,
+        -386.33000000000004,
+        8.010306006949637e142,
+        f64::MAX,
+        9_007_199_254_740_993.0,
+    ];
+    if i % 5 == 0 {
+        SPECIAL[(i / 5) % SPECIAL.len()]
+    } else {
+        let x = (i as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 11;
+        x as f64 / 1e6 - 1_000.0
+    }
+}
+
+fn args(budget: u64) -> InitArgs {
+    InitArgs {
+        flush_size: Some(100_000),
+        max_pending: Some(100_000),
+        max_delay_ms: Some(1_000),
+        flush_instruction_budget: Some(budget),
+        outcome_capacity: Some(100_000),
+        ..Default::default()
+    }
+}
+
+/// Runs every scenario on the deployable wasm at `wasm`.
+pub fn run_all(wasm: &Path, progress: &mut Progress) -> Result<Vec<ScenarioResult>> {
+    let engine = Engine::new(EngineConfig::default())?;
+    let program = program_at(&engine, wasm);
+    let install = |args: InitArgs, settings: Settings| {
+        Client::install_program(&engine, &program, args, settings)
+    };
+    let mut out = Vec::new();
+
+    progress.step("reliability: heavy op among 200 writes");
+    let mut c = install(args(100_000_000), Settings::default());
+    c.create_user("a");
+    let mut l = Ledger::default();
+    for i in 0..100 {
+        l.order(&mut c, crate::client::CONTROLLER, 1, amount(i));
+    }
+    l.sql(&mut c, ENDLESS_INSERT);
+    for i in 100..200 {
+        l.order(&mut c, crate::client::CONTROLLER, 1, amount(i));
+    }
+    out.push(l.finish(
+        &mut c,
+        "heavy op",
+        "200 orders around a controller's endless insert (flush budget 100 M: interrupted at 200 M)",
+    )?);
+
+    progress.step("reliability: heavy delete built by a stranger");
+    let mut c = install(
+        InitArgs {
+            write_access: Some(WriteAccess::Open),
+            ..args(5_000_000)
+        },
+        Settings::default(),
+    );
+    let _: WriteResult = c.update_as(STRANGER, "create_user", ("target", "t@example.com"));
+    let _: WriteResult = c.update_as(STRANGER, "create_user", ("other", "o@example.com"));
+    for _ in 0..60 {
+        let ops = vec![
+            UserOrderOp::CreateOrder {
+                user_id: 1,
+                amount: 1.0
+            };
+            100
+        ];
+        let r: BatchResult = c.update_as(STRANGER, "execute_batch", (ops,));
+        ensure!(Result::from(r).is_ok(), "a client batch was refused");
+    }
+    let mut l = Ledger::default();
+    for i in 0..50 {
+        l.order(&mut c, STRANGER, 2, amount(i));
+    }
+    l.other(&mut c, STRANGER, "submit_delete_user_orders", 1);
+    for i in 50..100 {
+        l.order(&mut c, STRANGER, 2, amount(i));
+    }
+    out.push(l.finish(
+        &mut c,
+        "stranger's heavy delete",
+        "open mode: 6,000 orders of one user, then their delete among 100 other orders (budget 5 M)",
+    )?);
+
+    progress.step("reliability: an op that makes every flush trap");
+    let limits = InstructionLimits {
+        update: 1_000_000_000,
+        ..SubnetKind::Application.limits()
+    };
+    let mut c = install(
+        args(100_000_000),
+        Settings {
+            subnet: SubnetKind::Custom(limits),
+            ..Settings::default()
+        },
+    );
+    c.create_user("a");
+    let mut l = Ledger::default();
+    for i in 0..50 {
+        l.order(&mut c, crate::client::CONTROLLER, 1, amount(i));
+    }
+    l.sql(&mut c, UNINTERRUPTIBLE);
+    for i in 50..100 {
+        l.order(&mut c, crate::client::CONTROLLER, 1, amount(i));
+    }
+    out.push(l.finish(
+        &mut c,
+        "trapping op",
+        "100 orders around one SQLite operation longer than the message limit (1 B here): the watchdog removes it",
+    )?);
+
+    progress.step("reliability: three upgrades with 10,000 pending ops");
+    let mut c = install(args(10_000_000_000), Settings::default());
+    c.create_user("a");
+    let mut l = Ledger::default();
+    for i in 0..10_000 {
+        l.order(&mut c, crate::client::CONTROLLER, 1, amount(i));
+    }
+    l.sql(&mut c, ENDLESS_INSERT);
+    for _ in 0..3 {
+        ensure!(!c.upgrade(None).result.is_trap(), "an upgrade trapped");
+    }
+    out.push(l.finish(
+        &mut c,
+        "upgrades",
+        "10,000 pending orders (±inf, −0.0, subnormals, extremes) and a heavy op through three upgrades",
+    )?);
+
+    progress.step("reliability: a full queue");
+    let order_bytes = schema::INSERT_ORDER.len() as u64 + 16 + 8 + 8;
+    let mut c = install(
+        InitArgs {
+            max_pending_bytes: Some(100 * order_bytes),
+            ..args(10_000_000_000)
+        },
+        Settings::default(),
+    );
+    c.create_user("a");
+    let mut l = Ledger::default();
+    for i in 0..300 {
+        l.order(&mut c, crate::client::CONTROLLER, 1, amount(i));
+    }
+    ensure!(l.refused == 200, "{} submits refused", l.refused);
+    out.push(l.finish(
+        &mut c,
+        "full queue",
+        "300 orders into a queue that holds 100 (in bytes): 200 refused with QueueBytesFull, never acknowledged",
+    )?);
+
+    progress.step("reliability: a COMMIT that one op makes fail");
+    let mut c = install(args(10_000_000_000), Settings::default());
+    c.create_user("a");
+    let deferred = SqlStatement {
+        sql: "CREATE TABLE deferred (user_id INTEGER REFERENCES users(user_id) \
+              DEFERRABLE INITIALLY DEFERRED)"
+            .into(),
+        params: vec![],
+    };
+    let r: WriteResult = c.update("execute_sql", (vec![deferred],));
+    ensure!(Result::from(r).is_ok(), "creating the deferred table");
+    let mut l = Ledger::default();
+    for i in 0..100 {
+        l.order(&mut c, crate::client::CONTROLLER, 1, amount(i));
+    }
+    l.sql(&mut c, "INSERT INTO deferred VALUES (42)");
+    for i in 100..200 {
+        l.order(&mut c, crate::client::CONTROLLER, 1, amount(i));
+    }
+    out.push(l.finish(
+        &mut c,
+        "failing COMMIT",
+        "200 orders around an insert that violates a deferred foreign key: flushes halve until it fails alone",
+    )?);
+
+    progress.step("reliability: strangers");
+    let mut c = install(args(10_000_000_000), Settings::default());
+    c.create_user("a");
+    let mut l = Ledger::default();
+    for i in 0..1_000 {
+        let exec = c.raw_update(STRANGER, "submit_create_order", (1i64, amount(i)));
+        ensure!(exec.result.reply().is_none(), "a stranger was let in");
+        l.refused += 1;
+    }
+    for i in 0..100 {
+        l.order(&mut c, crate::client::CONTROLLER, 1, amount(i));
+    }
+    out.push(l.finish(
+        &mut c,
+        "strangers",
+        "1,000 writes by a stranger (restricted mode), then 100 by the controller",
+    )?);
+
+    Ok(out)
+}
+
+/// Whether every scenario lost and altered nothing.
+pub fn all_safe(results: &[ScenarioResult]) -> bool {
+    results.iter().all(|r| r.lost == 0 && r.altered == 0)
+}
