@@ -161,6 +161,16 @@ fn real_main() -> Result<ExitCode> {
                     x.rounds_to_drain
                 );
             }
+            let w = bench_suite::reliability::worst_case_flush(&wasm, &mut progress)?;
+            println!(
+                "\nworst-case flush, budget {}: {} ops then a heavy op: {} instructions ({:.2}× budget); the heavy op alone: {} ({:.2}×)",
+                w.budget,
+                w.ops_before,
+                w.mixed_flush_instructions,
+                w.mixed_flush_instructions as f64 / w.budget as f64,
+                w.alone_flush_instructions,
+                w.alone_flush_instructions as f64 / w.budget as f64
+            );
             println!("(engine: {})", bench_suite::engine_runs::ENGINE_LABEL);
             if bench_suite::reliability::all_safe(&results) {
                 Ok(ExitCode::SUCCESS)

@@ -10,6 +10,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::path::Path;
 
 use anyhow::{Result, bail, ensure};
+use bench_api::schema;
 use bench_api::*;
 use offline_engine::{Engine, EngineConfig, InstructionLimits, Settings, SubnetKind};
 use serde::{Deserialize, Serialize};
@@ -360,6 +361,57 @@ pub fn run_all(wasm: &Path, progress: &mut Progress) -> Result<Vec<ScenarioResul
     )?);
 
     Ok(out)
+}
+
+/// The most instructions a flush used, against its budget: a flush whose ops use about its
+/// budget and that then interrupts a heavy op behind them (re-applying them), and the heavy op's
+/// own flush (interrupted alone, rolled back).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct WorstCaseFlush {
+    /// `flush_instruction_budget`.
+    pub budget: u64,
+    /// Ops committed before the heavy op.
+    pub ops_before: u64,
+    /// Instructions of the flush message that committed them and interrupted the heavy op.
+    pub mixed_flush_instructions: u64,
+    /// Instructions of the flush message that ran the heavy op alone.
+    pub alone_flush_instructions: u64,
+}
+
+/// Measures [`WorstCaseFlush`] with a budget of 1 billion instructions.
+pub fn worst_case_flush(wasm: &Path, progress: &mut Progress) -> Result<WorstCaseFlush> {
+    progress.step("reliability: the worst-case flush");
+    let engine = Engine::new(EngineConfig::default())?;
+    let program = program_at(&engine, wasm);
+    let budget = 1_000_000_000;
+    let mut c = Client::install_program(&engine, &program, args(budget), Settings::default());
+    c.create_user("a");
+    // About 30,000 instructions per queued insert: ops worth one budget.
+    let ops = budget / 30_000;
+    for i in 0..ops {
+        let r = c.submit_order(1, i as f64);
+        ensure!(r.is_ok(), "submit {i}: {r:?}");
+    }
+    c.submit_sql(ENDLESS_INSERT);
+    let flush = |c: &mut Client| -> Result<(FlushSummary, u64)> {
+        let exec = c.raw_update(crate::client::CONTROLLER, "flush", ());
+        let summary: FlushResult = crate::client::decode("flush", &exec);
+        let summary = Result::from(summary).map_err(|e| anyhow::anyhow!("flush: {e:?}"))?;
+        Ok((summary, exec.instructions))
+    };
+    let (mixed, mixed_instructions) = flush(&mut c)?;
+    ensure!(
+        mixed.committed == ops && mixed.remaining == 1,
+        "the heavy op was not left behind the others: {mixed:?}"
+    );
+    let (alone, alone_instructions) = flush(&mut c)?;
+    ensure!(alone.interrupted == 1, "{alone:?}");
+    Ok(WorstCaseFlush {
+        budget,
+        ops_before: ops,
+        mixed_flush_instructions: mixed_instructions,
+        alone_flush_instructions: alone_instructions,
+    })
 }
 
 /// Whether every scenario lost and altered nothing.

@@ -401,6 +401,32 @@ pub fn render(r: &SuiteResults, charts: &[ChartLink]) -> String {
         }
     }
 
+    if let Some(w) = &r.worst_case_flush {
+        let _ = writeln!(
+            o,
+            "\n### The worst-case flush\n\nA flush starts no op after `flush_instruction_budget` and interrupts a running op at \
+             twice it; when that op is not the first, the ops before it are re-applied. With a budget of {} instructions, \
+             {} queued inserts (about one budget) and an endless insert behind them:\n\n{l}\n",
+            fmt_u(w.budget),
+            fmt_u(w.ops_before)
+        );
+        let _ = writeln!(o, "| flush | instructions | × budget |\n|---|---:|---:|");
+        let _ = writeln!(
+            o,
+            "| commits the {} inserts, interrupts the heavy op behind them, re-applies them | {} | {:.2}× |",
+            fmt_u(w.ops_before),
+            fmt_u(w.mixed_flush_instructions),
+            w.mixed_flush_instructions as f64 / w.budget as f64
+        );
+        let _ = writeln!(
+            o,
+            "| runs the heavy op alone, interrupts and rolls it back | {} | {:.2}× |\n\n\
+             The canister refuses a budget B unless 3·B plus an 8 B margin fits the 40 B instructions of a message.",
+            fmt_u(w.alone_flush_instructions),
+            w.alone_flush_instructions as f64 / w.budget as f64
+        );
+    }
+
     // Charts.
     let _ = writeln!(o, "\n## Charts\n\n{l}\n");
     for c in charts {

@@ -122,6 +122,8 @@ pub struct SuiteResults {
     pub load: Vec<LoadResult>,
     /// Reliability scenarios (empty when the suite ran without them).
     pub reliability: Vec<crate::reliability::ScenarioResult>,
+    /// The worst-case flush against its budget (absent when the suite ran without it).
+    pub worst_case_flush: Option<crate::reliability::WorstCaseFlush>,
     /// Wall seconds of the suite.
     pub wall_seconds: f64,
 }
@@ -337,6 +339,7 @@ pub fn run(config: &SuiteConfig, progress: &mut Progress) -> Result<SuiteResults
         }
     }
     let reliability = crate::reliability::run_all(&config.deployable_wasm, progress)?;
+    let worst_case_flush = crate::reliability::worst_case_flush(&config.deployable_wasm, progress)?;
     progress.step("load model, report tables");
     let mut results = assemble(
         config.scale,
@@ -352,6 +355,7 @@ pub fn run(config: &SuiteConfig, progress: &mut Progress) -> Result<SuiteResults
         message_runs,
     );
     results.reliability = reliability;
+    results.worst_case_flush = Some(worst_case_flush);
     results.wall_seconds = progress.elapsed();
     Ok(results)
 }
@@ -397,6 +401,7 @@ pub fn assemble(
         load_model,
         load,
         reliability: Vec::new(),
+        worst_case_flush: None,
         wall_seconds: 0.0,
     }
 }
