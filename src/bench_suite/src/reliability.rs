@@ -172,7 +172,7 @@ fn amount(i: usize) -> f64 {
         f64::MAX,
         9_007_199_254_740_993.0,
     ];
-    if i % 5 == 0 {
+    if i.is_multiple_of(5) {
         SPECIAL[(i / 5) % SPECIAL.len()]
     } else {
         let x = (i as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 11;
