@@ -4,8 +4,8 @@
 //! transaction.
 //!
 //! The interface is documented in `bench_canister.did` and its types live in the `bench_api`
-//! crate; this crate is thin glue over `batch_core`: settings ([`settings`]), access control
-//! ([`access`]), the flush timer ([`timer`]) and the state kept across upgrades ([`persist`]).
+//! crate; this crate is thin glue over `batch_core`: settings (`settings`), access control
+//! (`access`), the flush timer (`timer`) and the state kept across upgrades (`persist`).
 #![cfg(target_arch = "wasm32")]
 // ^ The canister only builds for wasm32 (ic-rusqlite refuses other targets). Natively the crate is
 // empty, so that `cargo test` at the top level can run its tests/ against the built wasm.
