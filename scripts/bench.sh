@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The main job: builds both canister wasms and runs the benchmark suite on the offline engine
 # (wasmtime with the IC's metering), writing bench/REPORT.md, bench/results.json and bench/*.svg.
-# Usage: scripts/bench.sh [full|ci]   (default full: seed-004 scale, 100k users and 1M orders)
+# Usage: scripts/bench.sh [full|ci]   (default full: the scale of the ic-rusqlite users/orders
+#        benchmark, 100k users and 1M orders)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 

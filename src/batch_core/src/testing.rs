@@ -5,7 +5,7 @@ use rusqlite::Connection;
 
 use crate::op::{SqlValue, Statement, WriteOp};
 
-/// The users/orders schema (seed 004) plus:
+/// The schema of the ic-rusqlite users/orders benchmark plus:
 /// - a UNIQUE index on `users.email` (constraint violations),
 /// - foreign keys enforced (deleting a user with orders, orders of missing users),
 /// - a trigger that aborts the statement on a negative order amount (`RAISE(ABORT)`),

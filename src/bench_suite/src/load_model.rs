@@ -13,7 +13,7 @@
 //! 3. **Execution**: calls run in arrival order while the round has instructions left (a message
 //!    starts while the remaining budget is positive, as the scheduler does). Each execution also
 //!    counts the scheduler's per-execution overhead against the round, and each round with work
-//!    the per-canister overhead (IC_COSTS.md §1.8: 2 M and 8 M). Unbatched calls commit in their
+//!    the per-canister overhead (the replica's `rs/config/src/subnet_config.rs`: 2 M and 8 M). Unbatched calls commit in their
 //!    round. A batched submit is queued (or answered `QueueFull` when `max_pending` ops are
 //!    pending); the submit that fills a batch of `flush_size` flushes it in the same call.
 //!
@@ -41,7 +41,7 @@ pub struct CallCosts {
 /// Parameters of the round model.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub struct RoundModel {
-    /// Instructions per round (application subnet: 4 B, IC_COSTS.md §1.8).
+    /// Instructions per round (application subnet: 4 B, `rs/config/src/subnet_config.rs` of the replica).
     pub round_limit: u64,
     /// Scheduler overhead counted per execution (2 M).
     pub overhead_per_execution: u64,

@@ -236,14 +236,19 @@ pub fn render(r: &SuiteResults, charts: &[ChartLink]) -> String {
         o,
         "\n## Message level: what a client's calls cost (deployable wasm, real update calls)\n\n\
          Fixture per run: fresh install, 10,000 users with 2 orders each and the two indexes. Instructions are \
-         **billed** instructions (what `performance_counter` sees plus 1,000 per dirty 4 KiB heap page, IC_COSTS.md §1.5). \
+         **billed** instructions (what `performance_counter` sees plus 1,000 per dirty 4 KiB heap page, `src/offline_engine/METERING.md` §5). \
          Ingress bytes = Candid argument + method name + {NONCE_BYTES}-byte nonce. Cycles per message: \
-         `scale(5 M + instructions, n)` for every executed message (updates, the timer task, its self-call, the \
-         callback), plus `scale(1.2 M + 2,000·bytes, n)` per ingress message, plus `scale(260 K + 1,000·{TIMER_SELF_CALL_BYTES}, n)` \
+         `{}` for every executed message (updates, the timer task, its self-call, the \
+         callback), plus `{}` per ingress message, plus `{}` with bytes = {TIMER_SELF_CALL_BYTES} \
          for the self-call each timer task sends (ic-cdk-timers runs every timer through one). Fee schedule: {} \
          (13-node values, 34-node by integer `·34/13` of each summed fee), 1 T cycles = 1 XDR = US${:.6} ({}). \
          Per-1M-ops figures extrapolate the run linearly.\n",
-        f.date, f.usd_per_xdr, f.usd_rate_date
+        f.execution_formula(),
+        f.ingress_formula(),
+        f.call_formula(),
+        f.date,
+        f.usd_per_xdr,
+        f.usd_rate_date
     );
     for m in Mode::ALL {
         let _ = writeln!(o, "- **{}**: {}", m.label(), m.describe());
@@ -314,7 +319,7 @@ pub fn render(r: &SuiteResults, charts: &[ChartLink]) -> String {
                 "The analogue of the `ab -c 100` / `-c 500` runs of a Go HTTP example that batches its database writes, as a **simulation over per-call instruction costs \
                  measured on the engine** (not a replica run). Each round C new calls arrive for {} rounds; the canister runs \
                  calls in arrival order while the round's {} instructions last (a message starts while budget remains; \
-                 the scheduler's {} per execution and {} per canister and round count against it, IC_COSTS.md §1.8); \
+                 the scheduler's {} per execution and {} per canister and round count against it, the replica's `rs/config/src/subnet_config.rs`); \
                  calls arriving when {} calls wait are rejected (a model bound, not an IC constant). Batched: the timer \
                  flushes once per round, first, what was pending at the end of the previous round; a submit that fills \
                  a batch of {} flushes it in the call; a submit finding {} ops pending gets `QueueFull` (rejected). \

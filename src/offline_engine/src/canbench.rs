@@ -684,7 +684,7 @@ mod tests {
             Path::new("d/r/canbench_results.offline.yml")
         );
         let err = ResultsFile::default()
-            .write(Path::new("/tmp/canbench_results.yml"))
+            .write(Path::new("never-written/canbench_results.yml"))
             .unwrap_err();
         assert!(matches!(err, CanbenchError::ForeignResultsFile(_)));
     }

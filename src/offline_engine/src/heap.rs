@@ -2,7 +2,7 @@
 //!
 //! The shadow holds the heap as it was at the end of the last committed message. A 4 KiB page
 //! is dirty when its bytes differ from the shadow (pages written with identical bytes do not
-//! count, as in the replica after speculative-page validation, `../shared/IC_COSTS.md` §1.5).
+//! count, as in the replica after speculative-page validation; `METERING.md` §5).
 //! Committing copies only the dirty pages; rolling back copies them the other way.
 
 use crate::stable::OS_PAGE;

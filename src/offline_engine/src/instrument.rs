@@ -1,4 +1,4 @@
-//! Instruction-metering instrumentation, following the replica's rules (`../shared/IC_COSTS.md` §1.1).
+//! Instruction-metering instrumentation, following the replica's rules (`METERING.md` §1).
 //!
 //! The module is rewritten with wasmparser + wasm-encoder:
 //! - an imported host function `__.out_of_instructions` is prepended (function index 0, all other

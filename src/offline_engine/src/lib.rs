@@ -3,7 +3,7 @@
 //!
 //! It is a test and benchmark engine, not a replica: no consensus, no networking, one
 //! canister per [`Canister`]. Metering follows the replica's rules exactly
-//! (`../shared/IC_COSTS.md` §1): the module is instrumented per basic block with the replica's
+//! (`METERING.md` in this crate, with the replica's sources): the module is instrumented per basic block with the replica's
 //! weight table ([`instrument`]), System API calls charge their fixed and per-byte costs
 //! ([`system_api`]), stable memory charges per byte and per dirty page ([`stable`]), and dirty
 //! heap pages are billed after each message ([`heap`]).
@@ -24,6 +24,7 @@ pub mod canbench;
 pub mod canister;
 pub mod engine;
 pub mod error;
+pub mod fees;
 pub mod heap;
 pub mod instrument;
 pub mod stable;

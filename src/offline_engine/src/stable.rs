@@ -1,5 +1,5 @@
 //! Stable memory: 64 KiB wasm pages stored as sparse 4 KiB OS pages, with a per-message undo
-//! log so a trapped message or a query leaves it exactly as before (`../shared/IC_COSTS.md` §1.4).
+//! log so a trapped message or a query leaves it exactly as before (`METERING.md` §4).
 //!
 //! Costs are charged by the System API layer; this module only reports how many pages of a
 //! write range are not yet dirty in the current message.

@@ -1,7 +1,7 @@
 //! The `ic0` System API as wasmtime host functions.
 //!
 //! Every function first charges its fixed overhead plus its per-byte cost
-//! (`../shared/IC_COSTS.md` §1.3, §1.4) against the instrumented counter global, calling the
+//! (`METERING.md` §3, §4) against the instrumented counter global, calling the
 //! out-of-instructions path when it goes negative, then does its work on the message context.
 //! Stable memory is kept in [`crate::stable::StableMemory`] (charged as the replica's
 //! Wasm-native stable memory: `len + 20`, plus 1,000 per newly dirtied 4 KiB page for writes,
@@ -545,12 +545,12 @@ fn u128_of(high: u64, low: u64) -> u128 {
     ((high as u128) << 64) | low as u128
 }
 
-/// Cost of an inter-canister call (13-node application subnet fee schedule, `../shared/IC_COSTS.md` §2):
-/// transmission fee plus the prepayments for the largest response and its execution.
-fn cost_call(method_len: u64, payload_len: u64) -> u128 {
-    let bytes = method_len.saturating_add(payload_len) as u128;
-    260_000 + 1_000 * bytes + 1_000 * 2 * 1024 * 1024 + 5_000_000 + 40_000_000_000
-}
+/// The fee schedule the `ic0.cost_*` functions answer with: a 13-node application subnet.
+const FEES: crate::fees::FeeSchedule = crate::fees::IC_2025;
+/// Nodes of the subnet the engine imitates, for the `ic0.cost_*` answers.
+const NODES: u64 = 13;
+/// Instructions a response callback may use, which a call prepays (the update limit).
+const CALLBACK_INSTRUCTIONS: u64 = 40_000_000_000;
 
 fn define<Params, Results>(
     linker: &mut Linker<StoreData>,
@@ -1267,7 +1267,7 @@ pub(crate) fn add_to_linker<I: Addr>(linker: &mut Linker<StoreData>) -> wasmtime
                 &mut c,
                 "ic0.cost_call",
                 dst.get(),
-                cost_call(method_len, payload_len),
+                FEES.cost_call(method_len, payload_len, CALLBACK_INSTRUCTIONS, NODES),
             )
         },
     )?;
@@ -1280,7 +1280,7 @@ pub(crate) fn add_to_linker<I: Addr>(linker: &mut Linker<StoreData>) -> wasmtime
                 &mut c,
                 "ic0.cost_create_canister",
                 dst.get(),
-                500_000_000_000,
+                FEES.scale(FEES.canister_creation_fee, NODES),
             )
         },
     )?;
@@ -1289,9 +1289,7 @@ pub(crate) fn add_to_linker<I: Addr>(linker: &mut Linker<StoreData>) -> wasmtime
         "cost_http_request",
         |mut c: C<'_>, request: u64, max_response: u64, dst: I| -> R<()> {
             charge(&mut c, overhead::DEFAULT)?;
-            let n = 13u128;
-            let cost = (3_000_000 + 60_000 * n) * n
-                + (400 * request as u128 + 800 * max_response as u128) * n;
+            let cost = FEES.http_request_cost(request, max_response, NODES);
             write_u128(&mut c, "ic0.cost_http_request", dst.get(), cost)
         },
     )?;
@@ -1300,12 +1298,11 @@ pub(crate) fn add_to_linker<I: Addr>(linker: &mut Linker<StoreData>) -> wasmtime
         "cost_http_request_v2",
         |mut c: C<'_>, _src: I, _size: I, dst: I| -> R<()> {
             charge(&mut c, overhead::COST_HTTP_REQUEST_V2)?;
-            let n = 13u128;
             write_u128(
                 &mut c,
                 "ic0.cost_http_request_v2",
                 dst.get(),
-                (3_000_000 + 60_000 * n) * n,
+                FEES.http_request_cost(0, 0, NODES),
             )
         },
     )?;
@@ -1319,7 +1316,12 @@ pub(crate) fn add_to_linker<I: Addr>(linker: &mut Linker<StoreData>) -> wasmtime
             name,
             |mut c: C<'_>, _src: I, size: I, _curve: u32, dst: I| -> R<u32> {
                 charge(&mut c, overhead::DEFAULT.saturating_add(size.get()))?;
-                write_u128(&mut c, "ic0.cost_sign", dst.get(), 10_000_000_000)?;
+                write_u128(
+                    &mut c,
+                    "ic0.cost_sign",
+                    dst.get(),
+                    FEES.scale(FEES.threshold_signature_fee, NODES),
+                )?;
                 Ok(0)
             },
         )?;

@@ -51,7 +51,7 @@ impl Default for SizeLimits {
     }
 }
 
-/// Which subnet configuration the engine imitates (instruction limits, `../shared/IC_COSTS.md` §1.8).
+/// Which subnet configuration the engine imitates (instruction limits, `METERING.md` §6).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum SubnetKind {
     /// Application subnet: update/timer/callback 40 B, query 5 B, install/upgrade 300 B,
@@ -114,7 +114,7 @@ pub struct Settings {
     /// Byte limits of ingress arguments and replies.
     pub sizes: SizeLimits,
     /// Debug printing enabled (PocketIC: yes; mainnet application subnets: no). When enabled,
-    /// `ic0.debug_print` costs `len` more instructions (`../shared/IC_COSTS.md` §1.3).
+    /// `ic0.debug_print` costs `len` more instructions (`METERING.md` §3).
     pub debug_print_enabled: bool,
 }
 

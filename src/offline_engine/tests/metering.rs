@@ -1,6 +1,6 @@
-//! Exact instruction counts: the replica's calibration vectors (`../shared/IC_COSTS.md` §1.7,
-//! dfinity/ic `rs/execution_environment/benches/system_api/execute_update.rs`) and one test per
-//! metering rule.
+//! Exact instruction counts: the replica's calibration vectors (dfinity/ic
+//! `rs/execution_environment/benches/system_api/execute_update.rs`) and one test per metering rule
+//! of `METERING.md`.
 
 mod common;
 use common::*;

@@ -1,4 +1,4 @@
-//! Each System API function: its exact charge (`../shared/IC_COSTS.md` §1.3–1.4) and behaviour.
+//! Each System API function: its exact charge (`METERING.md` §3–4) and behaviour.
 
 mod common;
 use common::*;

@@ -1,4 +1,4 @@
-//! The replica's per-operator instruction weights (`../shared/IC_COSTS.md` §1.2).
+//! The replica's per-operator instruction weights (`METERING.md` §2).
 //!
 //! Every operator not listed costs 1, as in the replica. Loads and stores (scalar and SIMD)
 //! cost 1 in wasm32 and 2 in wasm64. The static part of the bulk memory and table operations
