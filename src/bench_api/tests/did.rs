@@ -74,3 +74,21 @@ fn methods_are_classified_once() {
         assert!(!CONTROLLER_METHODS.contains(method), "{method}");
     }
 }
+
+#[test]
+fn canbench_and_icp_install_with_default_settings() {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let canbench = std::fs::read_to_string(root.join("canbench.yml")).unwrap();
+    let hex = canbench
+        .lines()
+        .find_map(|l| l.trim().strip_prefix("hex: "))
+        .expect("canbench.yml sets init_args.hex");
+    let bytes: Vec<u8> = (0..hex.len())
+        .step_by(2)
+        .map(|i| u8::from_str_radix(&hex[i..i + 2], 16).unwrap())
+        .collect();
+    let args: Option<InitArgs> = candid::decode_one(&bytes).expect("a valid install argument");
+    assert_eq!(args, Some(InitArgs::default()));
+    let icp = std::fs::read_to_string(root.join("icp.yaml")).unwrap();
+    assert!(icp.contains("init_args: \"(opt record {})\""));
+}
