@@ -85,8 +85,9 @@ pub fn charts(r: &SuiteResults) -> Vec<(String, Chart)> {
     out
 }
 
-/// Writes `REPORT.md`, `results.json` and the charts into `dir` (created if needed); returns
-/// the paths written.
+/// Writes `REPORT.md`, `results.json` (the figures and their summaries), the charts, and
+/// `message_runs.json` (every message of the message-level runs, kept out of version control)
+/// into `dir` (created if needed); returns the paths written.
 pub fn write_all(r: &SuiteResults, dir: &Path) -> Result<Vec<PathBuf>> {
     std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
     let mut written = Vec::new();
@@ -104,6 +105,10 @@ pub fn write_all(r: &SuiteResults, dir: &Path) -> Result<Vec<PathBuf>> {
     std::fs::write(&results, json + "\n")
         .with_context(|| format!("writing {}", results.display()))?;
     written.push(results);
+    let runs = dir.join("message_runs.json");
+    let json = serde_json::to_string(&r.message_runs).context("serializing the message runs")?;
+    std::fs::write(&runs, json + "\n").with_context(|| format!("writing {}", runs.display()))?;
+    written.push(runs);
     let md = dir.join("REPORT.md");
     std::fs::write(&md, report::render(r, &links))
         .with_context(|| format!("writing {}", md.display()))?;
@@ -132,6 +137,7 @@ mod tests {
             "flush_size.svg",
             "message_modes.svg",
             "results.json",
+            "message_runs.json",
             "REPORT.md",
         ] {
             assert!(names.iter().any(|x| x == n), "{n} not written: {names:?}");
@@ -140,6 +146,10 @@ mod tests {
             serde_json::from_str(&std::fs::read_to_string(dir.join("results.json")).unwrap())
                 .unwrap();
         assert_eq!(json["engine"], "offline (wasmtime, IC metering)");
+        assert!(
+            json.get("message_runs").is_none(),
+            "kept out of results.json"
+        );
         assert_eq!(json["scale"], "Ci");
         assert!(json["canbench_wasm"]["sha256"].as_str().unwrap().len() == 64);
         let md = std::fs::read_to_string(dir.join("REPORT.md")).unwrap();

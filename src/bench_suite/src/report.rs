@@ -451,6 +451,65 @@ mod tests {
     use super::*;
     use crate::suite::tests::synthetic_results;
 
+    /// Compares `actual` with `tests/expected/<name>`; `BLESS=1` rewrites the file instead (then
+    /// review the diff), as canbench's CLI tests do with their expected outputs.
+    pub(crate) fn golden(name: &str, actual: &str) {
+        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("tests/expected")
+            .join(name);
+        if std::env::var_os("BLESS").is_some() {
+            std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+            std::fs::write(&path, actual).unwrap();
+            return;
+        }
+        let expected = std::fs::read_to_string(&path)
+            .unwrap_or_else(|e| panic!("{}: {e}; run with BLESS=1 to create it", path.display()));
+        if expected != actual {
+            let first = expected
+                .lines()
+                .zip(actual.lines())
+                .position(|(a, b)| a != b)
+                .unwrap_or(expected.lines().count().min(actual.lines().count()));
+            panic!(
+                "{} differs from the rendering at line {}:\n  expected: {:?}\n  actual:   {:?}\n(BLESS=1 rewrites it)",
+                path.display(),
+                first + 1,
+                expected.lines().nth(first),
+                actual.lines().nth(first)
+            );
+        }
+    }
+
+    #[test]
+    fn the_report_renders_as_expected() {
+        let mut r = synthetic_results();
+        r.date = "2026-01-01".into();
+        r.wall_seconds = 12.5;
+        r.reliability = vec![crate::reliability::ScenarioResult {
+            name: "heavy op".into(),
+            description: "200 orders around an endless insert".into(),
+            acknowledged: 201,
+            committed: 200,
+            failed: 1,
+            lost: 0,
+            altered: 0,
+            refused: 0,
+            trapped: 0,
+            rounds_to_drain: 3,
+        }];
+        r.worst_case_flush = Some(crate::reliability::WorstCaseFlush {
+            budget: 1_000_000_000,
+            ops_before: 33_333,
+            mixed_flush_instructions: 2_643_594_017,
+            alone_flush_instructions: 2_002_414_199,
+        });
+        let charts = vec![ChartLink {
+            title: "insert".into(),
+            file: "per_op_insert.svg".into(),
+        }];
+        golden("report.md", &render(&r, &charts));
+    }
+
     #[test]
     fn every_table_is_labelled_with_engine_and_date() {
         let r = synthetic_results();

@@ -107,7 +107,10 @@ pub struct SuiteResults {
     pub flush: Vec<FlushRow>,
     /// Targets.
     pub targets: Vec<TargetCheck>,
-    /// Message-level runs (every executed message).
+    /// Message-level runs (every executed message). Not in `results.json` (hundreds of
+    /// thousands of lines): `write_all` writes them to `message_runs.json`, which is not
+    /// committed; `messages` summarises them.
+    #[serde(skip)]
     pub message_runs: Vec<ModeRun>,
     /// Message-level summaries with cycles and USD.
     pub messages: Vec<ModeSummary>,
