@@ -201,7 +201,7 @@ impl FeeSchedule {
 /// `5_000_000` as `5 M`, `260_000` as `260 K`, `2_000` as `2,000`.
 fn short(x: u128) -> String {
     let with = |v: u128, unit: u128, name: &str| {
-        if v % unit == 0 {
+        if v.is_multiple_of(unit) {
             format!("{} {name}", v / unit)
         } else {
             format!("{} {name}", v as f64 / unit as f64)
@@ -217,7 +217,7 @@ fn short(x: u128) -> String {
 
 /// `10 / 10` as `1`, `5 / 10` as `0.5`.
 fn fraction(numerator: u128, denominator: u128) -> String {
-    if numerator % denominator == 0 {
+    if numerator.is_multiple_of(denominator) {
         (numerator / denominator).to_string()
     } else {
         (numerator as f64 / denominator as f64).to_string()
