@@ -8,6 +8,7 @@ use candid::{CandidType, Deserialize, Principal};
 
 pub mod fixture;
 pub mod schema;
+pub mod wire;
 
 /// The identifier of a queued write; ask [`TicketStatus`] with it. Issued 1, 2, 3, ... and never
 /// reused, also across upgrades.
@@ -133,16 +134,9 @@ pub struct FlushSummary {
     pub instructions: u64,
 }
 
-/// An accepted submission.
-#[derive(CandidType, Deserialize, Clone, Debug, PartialEq, Eq)]
-pub struct Submitted {
-    /// Ask `ticket_status` with it.
-    pub ticket: Ticket,
-    /// Present when this call filled a batch and flushed it.
-    pub flushed: Option<FlushSummary>,
-}
-
-/// Why a call was refused. Nothing was queued or executed.
+/// Why a call was refused. Nothing was queued or executed. The single-op methods refuse with a
+/// reject (code 4, `CANISTER_REJECT`) whose message is this error's text ([`std::fmt::Display`]),
+/// starting with the variant's name.
 #[derive(CandidType, Deserialize, Clone, Debug, PartialEq, Eq)]
 pub enum WriteError {
     /// The queue holds `capacity` ops; retry after a flush.
@@ -163,6 +157,59 @@ pub enum WriteError {
     NotAuthorized,
     /// The transaction could not begin or commit; nothing of it was applied.
     Database(String),
+}
+
+impl std::fmt::Display for WriteError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            WriteError::QueueFull { capacity } => {
+                write!(
+                    f,
+                    "QueueFull: {capacity} ops are queued; retry after a flush"
+                )
+            }
+            WriteError::QueueBytesFull {
+                pending_bytes,
+                capacity_bytes,
+            } => write!(
+                f,
+                "QueueBytesFull: {pending_bytes} of {capacity_bytes} bytes are queued; retry after a flush"
+            ),
+            WriteError::Invalid(reason) => write!(f, "Invalid: {reason}"),
+            WriteError::NotAuthorized => write!(
+                f,
+                "NotAuthorized: only controllers and registered writers may call this method"
+            ),
+            WriteError::Database(reason) => write!(f, "Database: {reason}"),
+        }
+    }
+}
+
+impl WriteError {
+    /// The error a reject message of the single-op methods stands for (the inverse of
+    /// [`std::fmt::Display`] for the variant; the message text is kept for `Invalid` and
+    /// `Database`), if it is one.
+    pub fn from_reject(message: &str) -> Option<WriteError> {
+        let (variant, rest) = message.split_once(": ")?;
+        Some(match variant {
+            "QueueFull" => WriteError::QueueFull {
+                capacity: rest.split(' ').next()?.parse().ok()?,
+            },
+            "QueueBytesFull" => {
+                let mut words = rest.split(' ');
+                let pending_bytes = words.next()?.parse().ok()?;
+                let capacity_bytes = words.nth(1)?.parse().ok()?;
+                WriteError::QueueBytesFull {
+                    pending_bytes,
+                    capacity_bytes,
+                }
+            }
+            "Invalid" => WriteError::Invalid(rest.to_owned()),
+            "NotAuthorized" => WriteError::NotAuthorized,
+            "Database" => WriteError::Database(rest.to_owned()),
+            _ => return None,
+        })
+    }
 }
 
 /// Where a queued write is.
@@ -374,10 +421,13 @@ macro_rules! named_results {
 }
 
 named_results! {
-    /// The result of a write executed now (`create_user`, ..., `execute_sql`).
+    /// The result of `execute_sql` (the single-op methods reply with an [`Outcome`] and refuse
+    /// with a reject).
     WriteResult(Outcome, WriteError);
-    /// The result of a `submit_*` call.
-    SubmitResult(Submitted, WriteError);
+    /// The result of `submit_sql` (the `submit_*` methods reply with a [`Ticket`] and refuse with
+    /// a reject). A submit that filled a batch has flushed it; `stats` and `ticket_status` tell
+    /// what that flush did.
+    SubmitResult(Ticket, WriteError);
     /// The result of `flush`.
     FlushResult(FlushSummary, WriteError);
     /// The result of `execute_batch`: one outcome per op, in order.

@@ -29,7 +29,6 @@ fn every_did_type_is_the_rust_type() {
     check::<OpError>("OpError", &mut checked);
     check::<Outcome>("Outcome", &mut checked);
     check::<FlushSummary>("FlushSummary", &mut checked);
-    check::<Submitted>("Submitted", &mut checked);
     check::<WriteError>("WriteError", &mut checked);
     check::<TicketStatus>("TicketStatus", &mut checked);
     check::<Stats>("Stats", &mut checked);

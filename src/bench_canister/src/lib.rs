@@ -19,7 +19,7 @@ use batch_core::{
 use bench_api::{
     AdminResult, BatchResult, Counts, CountsResult, FlushResult, FlushSummary, InitArgs,
     MAX_CLIENT_BATCH, MAX_QUERY_ROWS, OpError, Order, OrdersResult, Outcome, Principals, Settings,
-    SqlParam, SqlStatement, Stats, SubmitResult, Submitted, Ticket, TicketStatus, User, UserOrder,
+    SqlParam, SqlStatement, Stats, SubmitResult, Ticket, TicketStatus, User, UserOrder,
     UserOrderOp, UserOrdersResult, UsersResult, WriteError, WriteResult,
 };
 
@@ -158,7 +158,7 @@ fn flush_now() -> Result<FlushSummary, WriteError> {
 
 /// Queues `op` and, when that fills a batch, flushes in this call. No timer is armed here
 /// (queries, such as canbench's benches, may not set timers); [`submit`] adds that.
-fn enqueue(op: WriteOp) -> Result<Submitted, WriteError> {
+fn enqueue(op: WriteOp) -> Result<Ticket, WriteError> {
     let now = ic_cdk::api::time();
     if QUEUE.with_borrow(BatchQueue::is_empty) {
         // The watchdog measures stalls from here.
@@ -182,27 +182,22 @@ fn enqueue(op: WriteOp) -> Result<Submitted, WriteError> {
         })?;
     // The op is queued from here on: a failed flush must not turn its acknowledgement into an
     // error. It stays queued and the timer retries.
-    let flushed = if submitted.flush_due {
-        flush_now()
-            .inspect_err(|e| ic_cdk::println!("size-triggered flush failed, queue kept: {e:?}"))
-            .ok()
-    } else {
-        None
-    };
-    Ok(Submitted {
-        ticket: submitted.ticket,
-        flushed,
-    })
+    if submitted.flush_due
+        && let Err(e) = flush_now()
+    {
+        ic_cdk::println!("size-triggered flush failed, queue kept: {e:?}");
+    }
+    Ok(submitted.ticket)
 }
 
-/// The batched write path of every `submit_*` method: check the caller, [`enqueue`], then make
-/// sure a timer will flush what is left.
-fn submit(op: Result<WriteOp, WriteError>) -> SubmitResult {
+/// The batched write path of every `submit_*` method: check the caller, [`enqueue`], make sure
+/// a timer will flush what is left, and reply.
+fn submit(op: Result<WriteOp, WriteError>) {
     let submitted = access::require_writer(write_access())
         .and(op)
         .and_then(enqueue);
     timer::ensure();
-    submitted.into()
+    reply_ticket(submitted);
 }
 
 /// Runs one op now in its own transaction, interrupted once it has used
@@ -217,11 +212,12 @@ fn execute_now(op: &WriteOp) -> Outcome {
 }
 
 /// An unbatched write of the users/orders workload, by a caller who may write.
-fn write_now(op: UserOrderOp) -> WriteResult {
-    access::require_writer(write_access())
-        .and_then(|()| user_order_op(op))
-        .map(|op| execute_now(&op))
-        .into()
+fn write_now(op: UserOrderOp) {
+    reply_outcome(
+        access::require_writer(write_access())
+            .and_then(|()| user_order_op(op))
+            .map(|op| execute_now(&op)),
+    )
 }
 
 fn user_order_op(op: UserOrderOp) -> Result<WriteOp, WriteError> {
@@ -254,25 +250,95 @@ fn sql_op(statements: Vec<SqlStatement>) -> Result<WriteOp, WriteError> {
     }
 }
 
+// ---- the hot calls' codecs (see `bench_api::wire`) ----
+//
+// The unbatched and batched single-op methods decode their arguments and encode their replies
+// with hand-written Candid codecs: the same bytes as `candid`, without building the reply's type
+// table on every call. They reply with a small type (a `Ticket`, an `Outcome`: each reply byte
+// costs 50 instructions) and refuse with a reject naming the `WriteError`. Each is exported
+// `hidden` with a manual reply (its ic-cdk signature would be `blob`), and its Candid signature is
+// declared by an interface-only function.
+
+fn trap_decode(e: candid::Error) -> ! {
+    ic_cdk::trap(format!("failed to decode call arguments: {e}"))
+}
+
+fn args_i64_f64(bytes: Vec<u8>) -> (i64, f64) {
+    bench_api::wire::decode_i64_f64(&bytes).unwrap_or_else(|e| trap_decode(e))
+}
+
+fn args_i64(bytes: Vec<u8>) -> i64 {
+    bench_api::wire::decode_i64(&bytes)
+        .unwrap_or_else(|e| trap_decode(e))
+        .0
+}
+
+fn args_text_text(bytes: Vec<u8>) -> (String, String) {
+    bench_api::wire::decode_text_text(&bytes).unwrap_or_else(|e| trap_decode(e))
+}
+
+/// Replies with the ticket, or refuses with a reject naming the error.
+fn reply_ticket(result: Result<Ticket, WriteError>) {
+    match result {
+        Ok(ticket) => ic_cdk::api::msg_reply(bench_api::wire::encode_ticket(ticket)),
+        Err(e) => ic_cdk::api::msg_reject(e.to_string()),
+    }
+}
+
+/// Replies with the outcome, or refuses with a reject naming the error.
+fn reply_outcome(result: Result<Outcome, WriteError>) {
+    match result {
+        Ok(outcome) => ic_cdk::api::msg_reply(bench_api::wire::encode_outcome(outcome)),
+        Err(e) => ic_cdk::api::msg_reject(e.to_string()),
+    }
+}
+
+/// Declares the Candid signature of a method exported with hand-written codecs.
+macro_rules! interface {
+    ($($name:ident ($($arg:ident : $ty:ty),*) -> $ret:ty;)*) => {
+        mod interface {
+            use super::*;
+            $(
+                #[candid::candid_method(update)]
+                #[allow(dead_code, unused_variables)]
+                fn $name($($arg: $ty),*) -> $ret {
+                    unreachable!("interface only")
+                }
+            )*
+        }
+    };
+}
+
+interface! {
+    create_user(username: String, email: String) -> Outcome;
+    create_order(user_id: i64, amount: f64) -> Outcome;
+    update_order_amount(order_id: i64, amount: f64) -> Outcome;
+    delete_user_orders(user_id: i64) -> Outcome;
+    submit_create_user(username: String, email: String) -> Ticket;
+    submit_create_order(user_id: i64, amount: f64) -> Ticket;
+    submit_update_order_amount(order_id: i64, amount: f64) -> Ticket;
+    submit_delete_user_orders(user_id: i64) -> Ticket;
+}
+
 // ---- unbatched writes: each call is its own autocommit transaction ----
 
-#[ic_cdk::update]
-fn create_user(username: String, email: String) -> WriteResult {
+#[ic_cdk::update(hidden = true, manual_reply = true, decode_with = "args_text_text")]
+fn create_user(username: String, email: String) {
     write_now(UserOrderOp::CreateUser { username, email })
 }
 
-#[ic_cdk::update]
-fn create_order(user_id: i64, amount: f64) -> WriteResult {
+#[ic_cdk::update(hidden = true, manual_reply = true, decode_with = "args_i64_f64")]
+fn create_order(user_id: i64, amount: f64) {
     write_now(UserOrderOp::CreateOrder { user_id, amount })
 }
 
-#[ic_cdk::update]
-fn update_order_amount(order_id: i64, amount: f64) -> WriteResult {
+#[ic_cdk::update(hidden = true, manual_reply = true, decode_with = "args_i64_f64")]
+fn update_order_amount(order_id: i64, amount: f64) {
     write_now(UserOrderOp::UpdateOrderAmount { order_id, amount })
 }
 
-#[ic_cdk::update]
-fn delete_user_orders(user_id: i64) -> WriteResult {
+#[ic_cdk::update(hidden = true, manual_reply = true, decode_with = "args_i64")]
+fn delete_user_orders(user_id: i64) {
     write_now(UserOrderOp::DeleteUserOrders { user_id })
 }
 
@@ -286,26 +352,26 @@ fn execute_sql(statements: Vec<SqlStatement>) -> WriteResult {
 
 // ---- batched writes: queued, flushed by size, timer or `flush` ----
 
-#[ic_cdk::update]
-fn submit_create_user(username: String, email: String) -> SubmitResult {
+#[ic_cdk::update(hidden = true, manual_reply = true, decode_with = "args_text_text")]
+fn submit_create_user(username: String, email: String) {
     submit(user_order_op(UserOrderOp::CreateUser { username, email }))
 }
 
-#[ic_cdk::update]
-fn submit_create_order(user_id: i64, amount: f64) -> SubmitResult {
+#[ic_cdk::update(hidden = true, manual_reply = true, decode_with = "args_i64_f64")]
+fn submit_create_order(user_id: i64, amount: f64) {
     submit(user_order_op(UserOrderOp::CreateOrder { user_id, amount }))
 }
 
-#[ic_cdk::update]
-fn submit_update_order_amount(order_id: i64, amount: f64) -> SubmitResult {
+#[ic_cdk::update(hidden = true, manual_reply = true, decode_with = "args_i64_f64")]
+fn submit_update_order_amount(order_id: i64, amount: f64) {
     submit(user_order_op(UserOrderOp::UpdateOrderAmount {
         order_id,
         amount,
     }))
 }
 
-#[ic_cdk::update]
-fn submit_delete_user_orders(user_id: i64) -> SubmitResult {
+#[ic_cdk::update(hidden = true, manual_reply = true, decode_with = "args_i64")]
+fn submit_delete_user_orders(user_id: i64) {
     submit(user_order_op(UserOrderOp::DeleteUserOrders { user_id }))
 }
 

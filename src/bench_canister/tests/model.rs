@@ -291,31 +291,31 @@ fn random_run_matches_the_reference_model() {
                 let (method, result): (&str, SubmitResult) = match &op {
                     UserOrderOp::CreateUser { email, .. } if too_long => (
                         "submit_create_user",
-                        c.update_as(WRITER, "submit_create_user", ("x".repeat(101), email)),
+                        c.submit_as(WRITER, "submit_create_user", ("x".repeat(101), email)),
                     ),
                     UserOrderOp::CreateUser { username, email } => (
                         "submit_create_user",
-                        c.update_as(WRITER, "submit_create_user", (username, email)),
+                        c.submit_as(WRITER, "submit_create_user", (username, email)),
                     ),
                     UserOrderOp::CreateOrder { user_id, amount } => (
                         "submit_create_order",
-                        c.update_as(WRITER, "submit_create_order", (*user_id, *amount)),
+                        c.submit_as(WRITER, "submit_create_order", (*user_id, *amount)),
                     ),
                     UserOrderOp::UpdateOrderAmount { order_id, amount } => (
                         "submit_update_order_amount",
-                        c.update_as(WRITER, "submit_update_order_amount", (*order_id, *amount)),
+                        c.submit_as(WRITER, "submit_update_order_amount", (*order_id, *amount)),
                     ),
                     UserOrderOp::DeleteUserOrders { user_id } => (
                         "submit_delete_user_orders",
-                        c.update_as(WRITER, "submit_delete_user_orders", (*user_id,)),
+                        c.submit_as(WRITER, "submit_delete_user_orders", (*user_id,)),
                     ),
                 };
                 match Result::from(result) {
-                    Ok(submitted) => {
+                    Ok(ticket) => {
                         assert!(!(too_long && method == "submit_create_user"));
                         acknowledged += 1;
                         model.pending.push_back(Queued {
-                            ticket: submitted.ticket,
+                            ticket,
                             op: Some(write_op(&op)),
                         });
                     }
@@ -330,7 +330,7 @@ fn random_run_matches_the_reference_model() {
                     params: vec![],
                 };
                 let r: SubmitResult = c.update("submit_sql", (vec![statement],));
-                let ticket = Result::from(r).expect("queued").ticket;
+                let ticket = Result::from(r).expect("queued");
                 acknowledged += 1;
                 model.pending.push_back(Queued { ticket, op: None });
             }
@@ -339,16 +339,16 @@ fn random_run_matches_the_reference_model() {
                 let op = model.random_op(&mut rng);
                 let result: WriteResult = match &op {
                     UserOrderOp::CreateUser { username, email } => {
-                        c.update_as(WRITER, "create_user", (username, email))
+                        c.write_as(WRITER, "create_user", (username, email))
                     }
                     UserOrderOp::CreateOrder { user_id, amount } => {
-                        c.update_as(WRITER, "create_order", (*user_id, *amount))
+                        c.write_as(WRITER, "create_order", (*user_id, *amount))
                     }
                     UserOrderOp::UpdateOrderAmount { order_id, amount } => {
-                        c.update_as(WRITER, "update_order_amount", (*order_id, *amount))
+                        c.write_as(WRITER, "update_order_amount", (*order_id, *amount))
                     }
                     UserOrderOp::DeleteUserOrders { user_id } => {
-                        c.update_as(WRITER, "delete_user_orders", (*user_id,))
+                        c.write_as(WRITER, "delete_user_orders", (*user_id,))
                     }
                 };
                 let actual = outcome_from_candid(&Result::from(result).expect("executed"));

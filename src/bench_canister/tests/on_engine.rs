@@ -12,13 +12,13 @@ fn unbatched_write_commits_in_the_call() {
     let mut c = Client::install(InitArgs::default());
     assert_eq!(c.create_user("alice"), 1);
     let exec = c.raw_update(CONTROLLER, "create_order", (1i64, 9.5f64));
-    let outcome: WriteResult = bench_suite::client::decode("create_order", &exec);
+    let outcome: Outcome = bench_suite::client::decode("create_order", &exec);
     assert_eq!(
         outcome,
-        WriteResult::Ok(Outcome::Committed {
+        Outcome::Committed {
             rows_changed: 1,
             last_insert_rowid: 1
-        })
+        }
     );
     assert!(exec.instructions > 10_000, "{}", exec.instructions);
     assert!(exec.billed_instructions >= exec.instructions);
@@ -40,7 +40,7 @@ fn batched_writes_are_flushed_by_the_timer_in_one_transaction() {
     });
     c.create_user("bob");
     let tickets: Vec<Ticket> = (0..20)
-        .map(|i| c.submit_order(1, i as f64).unwrap().ticket)
+        .map(|i| c.submit_order(1, i as f64).unwrap())
         .collect();
     assert_eq!(c.ticket(tickets[0]), TicketStatus::Pending);
     assert_eq!(c.counts().orders, 0, "nothing is written before the flush");
@@ -81,14 +81,17 @@ fn size_trigger_flushes_inside_the_submitting_call() {
     });
     c.create_user("carol");
     for _ in 0..4 {
-        assert_eq!(c.submit_order(1, 1.0).unwrap().flushed, None);
+        c.submit_order(1, 1.0).unwrap();
+        assert_eq!(c.stats().flushes, 0);
     }
+    // The fifth fills the batch: it is flushed in the same call.
     let fifth = c.submit_order(1, 1.0).unwrap();
-    let flushed = fifth.flushed.expect("the fifth submit fills the batch");
+    let s = c.stats();
     assert_eq!(
-        (flushed.executed, flushed.committed, flushed.remaining),
-        (5, 5, 0)
+        (s.flushes, s.last_flush_ops, s.committed, s.pending),
+        (1, 5, 5, 0)
     );
+    assert!(matches!(c.ticket(fifth), TicketStatus::Committed { .. }));
     assert_eq!(c.counts().orders, 5);
     assert!(!c.stats().timer_armed, "nothing pending, no timer");
 }
@@ -101,10 +104,10 @@ fn one_failing_op_does_not_undo_the_others() {
     });
     // The precompiled SQLite of ic-rusqlite enforces foreign keys: orders need their user.
     c.create_user("erin");
-    let good = c.submit_order(1, 1.0).unwrap().ticket;
-    let no_user = c.submit_order(99, 1.0).unwrap().ticket;
-    let nan = c.submit_order(1, f64::NAN).unwrap().ticket;
-    let good2 = c.submit_order(1, 2.0).unwrap().ticket;
+    let good = c.submit_order(1, 1.0).unwrap();
+    let no_user = c.submit_order(99, 1.0).unwrap();
+    let nan = c.submit_order(1, f64::NAN).unwrap();
+    let good2 = c.submit_order(1, 2.0).unwrap();
     let summary: FlushResult = c.update("flush", ());
     let summary = Result::from(summary).unwrap();
     assert_eq!(
@@ -146,7 +149,7 @@ fn pending_ops_survive_an_upgrade_and_are_flushed_after_it() {
     let mut c = Client::install(args);
     c.create_user("dave");
     let tickets: Vec<Ticket> = (0..10)
-        .map(|i| c.submit_order(1, i as f64).unwrap().ticket)
+        .map(|i| c.submit_order(1, i as f64).unwrap())
         .collect();
     let upgrade = c.upgrade(None);
     assert!(!upgrade.result.is_trap(), "{:?}", upgrade.result);

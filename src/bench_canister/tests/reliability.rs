@@ -44,11 +44,11 @@ fn interrupted_alone(message: &str) {
 /// Three orders, the endless insert, three orders: the tickets.
 fn submit_around_heavy(c: &mut Client) -> (Vec<Ticket>, Ticket, Vec<Ticket>) {
     let before: Vec<Ticket> = (0..3)
-        .map(|i| c.submit_order(1, i as f64).unwrap().ticket)
+        .map(|i| c.submit_order(1, i as f64).unwrap())
         .collect();
     let heavy = c.submit_sql(ENDLESS_INSERT);
     let after: Vec<Ticket> = (3..6)
-        .map(|i| c.submit_order(1, i as f64).unwrap().ticket)
+        .map(|i| c.submit_order(1, i as f64).unwrap())
         .collect();
     (before, heavy, after)
 }
@@ -122,10 +122,10 @@ fn a_heavy_op_never_makes_flush_or_a_submit_trap() {
     let (before, heavy, after) = submit_around_heavy(&mut c);
     // The eighth op fills the batch: its submit flushes the three before the heavy op.
     let seventh = c.submit_order(1, 6.0).unwrap();
-    let flushed = seventh.flushed.expect("the batch was full");
+    let s = c.stats();
     assert_eq!(
-        (flushed.executed, flushed.committed, flushed.remaining),
-        (3, 3, 5)
+        (s.flushes, s.last_flush_ops, s.committed, s.pending),
+        (1, 3, 3, 5)
     );
     // `flush` fails the heavy op alone, then commits the rest.
     let first = Result::from(c.update::<FlushResult, _>("flush", ())).unwrap();
@@ -141,7 +141,7 @@ fn a_heavy_op_never_makes_flush_or_a_submit_trap() {
     assert_heavy_failed_alone(&mut c, heavy);
     let second = Result::from(c.update::<FlushResult, _>("flush", ())).unwrap();
     assert_eq!((second.committed, second.remaining), (4, 0));
-    for t in before.iter().chain(&after).chain([&seventh.ticket]) {
+    for t in before.iter().chain(&after).chain([&seventh]) {
         assert!(
             matches!(c.ticket(*t), TicketStatus::Committed { .. }),
             "{t}"
@@ -240,9 +240,9 @@ fn a_stranger_in_open_mode_builds_a_heavy_delete_and_it_fails_alone() {
         flush_instruction_budget: Some(budget),
         ..queue_args()
     });
-    let user: WriteResult = c.update_as(STRANGER, "create_user", ("target", "t@example.com"));
+    let user = c.write_as(STRANGER, "create_user", ("target", "t@example.com"));
     assert!(matches!(Result::from(user), Ok(Outcome::Committed { .. })));
-    let user: WriteResult = c.update_as(STRANGER, "create_user", ("other", "o@example.com"));
+    let user = c.write_as(STRANGER, "create_user", ("other", "o@example.com"));
     assert!(matches!(Result::from(user), Ok(Outcome::Committed { .. })));
     // Orders for user 1 through client batches, each within the batch budget.
     let mut rows = 0;
@@ -262,11 +262,10 @@ fn a_stranger_in_open_mode_builds_a_heavy_delete_and_it_fails_alone() {
             .count();
     }
     assert_eq!(rows, 6_000, "every batch fitted its budget");
-    let first: SubmitResult = c.update_as(STRANGER, "submit_create_order", (2i64, 1.0f64));
-    let delete: SubmitResult = c.update_as(STRANGER, "submit_delete_user_orders", (1i64,));
-    let last: SubmitResult = c.update_as(STRANGER, "submit_create_order", (2i64, 2.0f64));
-    let [first, delete, last] =
-        [first, delete, last].map(|r| Result::from(r).expect("accepted").ticket);
+    let first = c.submit_as(STRANGER, "submit_create_order", (2i64, 1.0f64));
+    let delete = c.submit_as(STRANGER, "submit_delete_user_orders", (1i64,));
+    let last = c.submit_as(STRANGER, "submit_create_order", (2i64, 2.0f64));
+    let [first, delete, last] = [first, delete, last].map(|r| Result::from(r).expect("accepted"));
     for _ in 0..3 {
         c.tick(SECOND);
     }
@@ -282,7 +281,7 @@ fn a_stranger_in_open_mode_builds_a_heavy_delete_and_it_fails_alone() {
         "the interrupted delete deleted nothing"
     );
     // The same delete unbatched is interrupted at 3 × budget and deletes nothing either.
-    let r: WriteResult = c.update_as(STRANGER, "delete_user_orders", (1i64,));
+    let r = c.write_as(STRANGER, "delete_user_orders", (1i64,));
     match Result::from(r) {
         Ok(Outcome::Failed(OpError { code: 9, message })) => assert_eq!(
             message,
@@ -316,10 +315,10 @@ fn a_flush_that_traps_keeps_the_timer_and_the_op_is_removed() {
         },
     );
     c.create_user("dave");
-    let a = c.submit_order(1, 1.0).unwrap().ticket;
+    let a = c.submit_order(1, 1.0).unwrap();
     let poison = c.submit_sql(UNINTERRUPTIBLE);
-    let b = c.submit_order(1, 2.0).unwrap().ticket;
-    let d = c.submit_order(1, 3.0).unwrap().ticket;
+    let b = c.submit_order(1, 2.0).unwrap();
+    let d = c.submit_order(1, 3.0).unwrap();
 
     // The first timer flush traps: nothing of it remains, but the timer does.
     let runs = c.tick(SECOND);
@@ -414,7 +413,7 @@ fn a_budget_without_headroom_is_refused() {
     // At an upgrade the canister keeps running with its settings and queue.
     let mut c = Client::install(queue_args());
     c.create_user("erin");
-    let t = c.submit_order(1, 1.0).unwrap().ticket;
+    let t = c.submit_order(1, 1.0).unwrap();
     let refused = c.upgrade(Some(InitArgs {
         flush_instruction_budget: Some(20_000_000_000),
         ..Default::default()
@@ -457,7 +456,7 @@ fn writers_are_managed_by_controllers() {
     let r: AdminResult = c.update("add_writers", (vec![writer],));
     assert_eq!(r, AdminResult::Ok(()));
     assert_eq!(c.query::<Vec<Principal>, _>("writers", ()), vec![writer]);
-    let created: WriteResult = c.update_as(STRANGER, "create_user", ("w", "w@example.com"));
+    let created = c.write_as(STRANGER, "create_user", ("w", "w@example.com"));
     assert!(matches!(
         Result::from(created),
         Ok(Outcome::Committed { .. })
@@ -500,7 +499,7 @@ fn writers_are_managed_by_controllers() {
 fn limits_keep_rows_and_replies_small() {
     let mut c = Client::install(InitArgs::default());
     let long = "x".repeat(MAX_USERNAME_BYTES + 1);
-    let r: WriteResult = c.update("create_user", (long.as_str(), "l@example.com"));
+    let r = c.write_as(CONTROLLER, "create_user", (long.as_str(), "l@example.com"));
     assert_eq!(
         r,
         WriteResult::Err(WriteError::Invalid(

@@ -3,7 +3,7 @@
 //! end up in SQLite exactly as the same values written without the queue.
 
 use bench_api::*;
-use bench_suite::client::Client;
+use bench_suite::client::{CONTROLLER, Client};
 
 /// SplitMix64: a small deterministic generator, enough for test data.
 struct Rng(u64);
@@ -75,7 +75,7 @@ fn ten_thousand_pending_ops_survive_three_upgrades_bit_for_bit() {
     // The same values queued, with users whose names need exact bytes.
     let tickets: Vec<Ticket> = amounts
         .iter()
-        .map(|&amount| c.submit_order(1, amount).expect("queued").ticket)
+        .map(|&amount| c.submit_order(1, amount).expect("queued"))
         .collect();
     let names: Vec<String> = (0..20)
         .map(|i| {
@@ -89,11 +89,12 @@ fn ten_thousand_pending_ops_survive_three_upgrades_bit_for_bit() {
         .iter()
         .enumerate()
         .map(|(i, name)| {
-            let r: SubmitResult = c.update(
+            let r = c.submit_as(
+                CONTROLLER,
                 "submit_create_user",
                 (name, format!("special{i:02}@example.com")),
             );
-            Result::from(r).expect("queued").ticket
+            Result::from(r).expect("queued")
         })
         .collect();
 
@@ -174,9 +175,9 @@ fn non_finite_amounts_pending_at_an_upgrade_do_not_block_it() {
         ..Default::default()
     });
     c.create_user("f");
-    let nan = c.submit_order(1, f64::NAN).unwrap().ticket;
-    let inf = c.submit_order(1, f64::INFINITY).unwrap().ticket;
-    let neg = c.submit_order(1, f64::NEG_INFINITY).unwrap().ticket;
+    let nan = c.submit_order(1, f64::NAN).unwrap();
+    let inf = c.submit_order(1, f64::INFINITY).unwrap();
+    let neg = c.submit_order(1, f64::NEG_INFINITY).unwrap();
     let upgrade = c.upgrade(None);
     assert!(!upgrade.result.is_trap(), "{:?}", upgrade.result);
     c.tick(1_000_000_000);

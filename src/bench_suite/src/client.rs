@@ -107,6 +107,29 @@ impl Client {
         decode(method, &exec)
     }
 
+    /// A `submit_*` call by `caller`: the ticket, or the `WriteError` its reject names.
+    pub fn submit_as<A: ArgumentEncoder>(
+        &mut self,
+        caller: &[u8],
+        method: &str,
+        args: A,
+    ) -> SubmitResult {
+        let exec = self.raw_update(caller, method, args);
+        replied_or_refused(method, &exec).into()
+    }
+
+    /// A single-op write executed now (`create_user`, ...) by `caller`: the outcome, or the
+    /// `WriteError` its reject names.
+    pub fn write_as<A: ArgumentEncoder>(
+        &mut self,
+        caller: &[u8],
+        method: &str,
+        args: A,
+    ) -> WriteResult {
+        let exec = self.raw_update(caller, method, args);
+        replied_or_refused(method, &exec).into()
+    }
+
     /// An update call by the controller.
     pub fn update<R, A>(&mut self, method: &str, args: A) -> R
     where
@@ -190,18 +213,22 @@ impl Client {
             params: vec![],
         };
         let r: SubmitResult = self.update("submit_sql", (vec![statement],));
-        Result::from(r).expect("accepted").ticket
+        Result::from(r).expect("accepted")
     }
 
     /// `submit_create_order` by the controller.
-    pub fn submit_order(&mut self, user_id: i64, amount: f64) -> Result<Submitted, WriteError> {
-        self.update::<SubmitResult, _>("submit_create_order", (user_id, amount))
+    pub fn submit_order(&mut self, user_id: i64, amount: f64) -> Result<Ticket, WriteError> {
+        self.submit_as(CONTROLLER, "submit_create_order", (user_id, amount))
             .into()
     }
 
     /// `create_user` by the controller; the new user's id.
     pub fn create_user(&mut self, name: &str) -> i64 {
-        let r: WriteResult = self.update("create_user", (name, format!("{name}@example.com")));
+        let r = self.write_as(
+            CONTROLLER,
+            "create_user",
+            (name, format!("{name}@example.com")),
+        );
         match Result::from(r) {
             Ok(Outcome::Committed {
                 last_insert_rowid, ..
@@ -232,6 +259,21 @@ impl Client {
     /// The executions that trapped so far.
     pub fn traps(&self) -> Vec<&Execution> {
         self.log.iter().filter(|e| e.result.is_trap()).collect()
+    }
+}
+
+/// The reply of a single-op method decoded as `R`, or the [`WriteError`] its reject names; panics
+/// on anything else (a trap, another reject).
+pub fn replied_or_refused<R: CandidType + for<'de> Deserialize<'de>>(
+    method: &str,
+    exec: &Execution,
+) -> Result<R, WriteError> {
+    match &exec.result {
+        MessageResult::Reject(4, message) if exec.entry != "canister_inspect_message" => {
+            Err(WriteError::from_reject(message)
+                .unwrap_or_else(|| panic!("{method}: an unknown refusal: {message}")))
+        }
+        _ => Ok(decode(method, exec)),
     }
 }
 

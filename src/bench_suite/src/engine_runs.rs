@@ -9,9 +9,7 @@ use std::time::Instant;
 
 use anyhow::{Context, Result, anyhow, bail, ensure};
 use bench_api::fixture::{self, Workload};
-use bench_api::{
-    BatchResult, InitArgs, Outcome, SqlStatement, Stats, SubmitResult, UserOrderOp, WriteResult,
-};
+use bench_api::{BatchResult, InitArgs, Outcome, SqlStatement, Stats, UserOrderOp, WriteResult};
 use candid::{Decode, Encode};
 use offline_engine::canbench::BenchResult;
 use offline_engine::{Canister, Engine, EngineConfig, Execution, MessageResult, Program, Settings};
@@ -252,9 +250,9 @@ pub fn run_mode(engine: &Engine, program: &Program, mode: Mode, n: usize) -> Res
                 let (user_id, amount) = order(i);
                 let arg = Encode!(&user_id, &amount)?;
                 let exec = c.update("create_order", &arg)?;
-                let out = Decode!(reply("create_order", &exec)?, WriteResult)?;
+                let out = Decode!(reply("create_order", &exec)?, Outcome)?;
                 ensure!(
-                    matches!(out, WriteResult::Ok(Outcome::Committed { .. })),
+                    matches!(out, Outcome::Committed { .. }),
                     "create_order {i}: {out:?}"
                 );
                 ok += 1;
@@ -275,8 +273,7 @@ pub fn run_mode(engine: &Engine, program: &Program, mode: Mode, n: usize) -> Res
                 let (user_id, amount) = order(i);
                 let arg = Encode!(&user_id, &amount)?;
                 let exec = c.update("submit_create_order", &arg)?;
-                Result::from(Decode!(reply("submit_create_order", &exec)?, SubmitResult)?)
-                    .map_err(|e| anyhow!("submit_create_order {i}: {e:?}"))?;
+                Decode!(reply("submit_create_order", &exec)?, bench_api::Ticket)?;
                 messages.push(record(ingress("submit_create_order", &arg), &exec));
             }
             let mut pending = n as u64;

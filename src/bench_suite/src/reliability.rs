@@ -67,11 +67,11 @@ struct Ledger {
 
 impl Ledger {
     fn order(&mut self, c: &mut Client, caller: &[u8], user_id: i64, amount: f64) {
-        let r: SubmitResult = c.update_as(caller, "submit_create_order", (user_id, amount));
+        let r = c.submit_as(caller, "submit_create_order", (user_id, amount));
         match Result::from(r) {
-            Ok(s) => {
-                self.tickets.push(s.ticket);
-                self.orders.insert(s.ticket, (user_id, amount));
+            Ok(ticket) => {
+                self.tickets.push(ticket);
+                self.orders.insert(ticket, (user_id, amount));
             }
             Err(WriteError::QueueFull { .. } | WriteError::QueueBytesFull { .. }) => {
                 self.refused += 1
@@ -85,9 +85,9 @@ impl Ledger {
     }
 
     fn other(&mut self, c: &mut Client, caller: &[u8], method: &str, user_id: i64) {
-        let r: SubmitResult = c.update_as(caller, method, (user_id,));
+        let r = c.submit_as(caller, method, (user_id,));
         match Result::from(r) {
-            Ok(s) => self.tickets.push(s.ticket),
+            Ok(ticket) => self.tickets.push(ticket),
             Err(e) => panic!("{method}: {e:?}"),
         }
     }
@@ -225,8 +225,8 @@ pub fn run_all(wasm: &Path, progress: &mut Progress) -> Result<Vec<ScenarioResul
         },
         Settings::default(),
     );
-    let _: WriteResult = c.update_as(STRANGER, "create_user", ("target", "t@example.com"));
-    let _: WriteResult = c.update_as(STRANGER, "create_user", ("other", "o@example.com"));
+    let _ = c.write_as(STRANGER, "create_user", ("target", "t@example.com"));
+    let _ = c.write_as(STRANGER, "create_user", ("other", "o@example.com"));
     for _ in 0..60 {
         let ops = vec![
             UserOrderOp::CreateOrder {
