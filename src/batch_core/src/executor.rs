@@ -9,11 +9,16 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 use rusqlite::{CachedStatement, Connection, ErrorCode, ffi};
 
+use crate::config::DEFAULT_COALESCE_ROWS;
 use crate::meter::{Budget, InstructionMeter};
 use crate::op::{OpOutcome, Statement, WriteOp};
 
+mod coalesce;
 #[cfg(test)]
 mod tests;
+
+pub(crate) use coalesce::CoalesceCache;
+use coalesce::{ChunkEnd, Coalescer};
 
 /// Error text of a unit without statements.
 pub(crate) const EMPTY_UNIT_ERROR: &str = "unit has no statements";
@@ -98,7 +103,15 @@ pub fn execute_batch(conn: &Connection, ops: &[WriteOp]) -> Result<Vec<OpOutcome
     if ops.is_empty() {
         return Ok(Vec::new());
     }
-    let run = run_batch::<fn() -> u64>(conn, ops.len(), |i| &ops[i], None, OnInterrupt::Fail)?;
+    let run = run_batch::<fn() -> u64>(
+        conn,
+        ops.len(),
+        |i| &ops[i],
+        None,
+        OnInterrupt::Fail,
+        DEFAULT_COALESCE_ROWS,
+        &mut CoalesceCache::default(),
+    )?;
     Ok(run.outcomes)
 }
 
@@ -133,6 +146,8 @@ pub fn execute_batch_within<M: InstructionMeter>(
         |i| &ops[i],
         Some((budget, start)),
         OnInterrupt::Fail,
+        DEFAULT_COALESCE_ROWS,
+        &mut CoalesceCache::default(),
     )?;
     let mut outcomes = run.outcomes;
     let not_run = OpOutcome::Failed {
@@ -231,7 +246,11 @@ impl<'c> Statements<'c> {
     /// Runs `statement` to completion with the batch's prepared statement for its text.
     fn run(&mut self, statement: &Statement) -> Result<u64, StatementError> {
         let conn = self.conn;
-        if let Some(i) = self.held.iter().position(|(sql, _)| *sql == statement.sql) {
+        if let Some(i) = self
+            .held
+            .iter()
+            .position(|(sql, _)| coalesce::same_text(sql, &statement.sql))
+        {
             return run_prepared(conn, &mut self.held[i].1, statement);
         }
         let mut prepared = conn.prepare_cached(&statement.sql)?;
@@ -327,18 +346,25 @@ pub(crate) struct BatchRun {
     pub(crate) interrupted: usize,
     /// An op after the first was interrupted and left unexecuted ([`OnInterrupt::LeavePending`]).
     pub(crate) left_after_interrupt: bool,
+    /// Ops of the prefix that committed as rows of multi-row INSERTs (statement coalescing).
+    pub(crate) coalesced: usize,
 }
 
 /// Runs a prefix of the ops `0..len` in one transaction and commits it.
 ///
 /// Without a budget the prefix is all ops and nothing is interrupted. With one (and the meter's
 /// reading `start`, taken by the caller before `BEGIN`): op `i > 0` starts only while fewer than
-/// `budget.instructions` have been used since `start` (one read before each op after the
-/// first), so at least one op runs; and
-/// the guard interrupts the running op once the current transaction attempt has used
-/// `budget.op_limit()` (counted from `start` for the first attempt, from a
-/// [`instructions_while_running`](InstructionMeter::instructions_while_running) read after
-/// `BEGIN` for each restart). An interrupted op is failed or left per `on_interrupt`.
+/// `budget.instructions` have been used since `start` (one read before each op or chunk after
+/// the first), so at least one op runs; and the guard interrupts the running statement once the
+/// current transaction attempt has used `budget.op_limit()` (counted from `start` for the first
+/// attempt, from a [`instructions_while_running`](InstructionMeter::instructions_while_running)
+/// read after `BEGIN` for each restart). An interrupted op is failed or left per
+/// `on_interrupt`.
+///
+/// Consecutive single-row INSERTs of one shape run as chunks of up to `coalesce_rows` rows
+/// (see the `coalesce` module). An interrupted chunk's ops are all failed
+/// ([`OnInterrupt::Fail`]) or left ([`OnInterrupt::LeavePending`]; the queue's first op never
+/// runs in a chunk, so that an interrupt there blames that op alone).
 ///
 /// On `Err` the transaction is rolled back and no op took effect.
 pub(crate) fn run_batch<'a, M: InstructionMeter>(
@@ -347,6 +373,8 @@ pub(crate) fn run_batch<'a, M: InstructionMeter>(
     op_at: impl Fn(usize) -> &'a WriteOp,
     metered: Option<(&Budget<M>, u64)>,
     on_interrupt: OnInterrupt,
+    coalesce_rows: usize,
+    cache: &mut CoalesceCache,
 ) -> Result<BatchRun, FlushError> {
     let (budget, start) = match metered {
         Some((budget, start)) => (Some(budget), Some(start)),
@@ -358,13 +386,26 @@ pub(crate) fn run_batch<'a, M: InstructionMeter>(
     };
     let exhausted =
         |b: &Budget<M>, start: u64| b.meter.instructions().saturating_sub(start) >= b.instructions;
+    let tripped = || guard.as_ref().is_some_and(Guard::tripped);
     let mut len = len;
     let mut run = BatchRun::default();
     let mut statements = Statements::new(conn);
+    let mut coalescer = Coalescer::new(conn, coalesce_rows, cache);
+    // Ops before this position run alone (after a chunk that failed without saying which op
+    // failed, or stopped at an op).
+    let mut alone_until = 0;
+    // The first op of a chunk that kept nothing, and the chunk's end: it runs alone; if it
+    // commits, the failing op was another one and the rest of the chunk runs alone too.
+    let mut probe: Option<(usize, usize)> = None;
     let mut first_attempt = true;
     'attempt: loop {
         if let Some(guard) = &guard {
             guard.disarm();
+        }
+        if first_attempt {
+            coalescer.ran_other(None, true);
+        } else {
+            coalescer.rolled_back();
         }
         control(conn, BEGIN).map_err(FlushError::Begin)?;
         if let (Some(guard), Some(b), Some(start)) = (&guard, budget, start) {
@@ -376,18 +417,45 @@ pub(crate) fn run_batch<'a, M: InstructionMeter>(
             guard.arm(attempt_start.saturating_add(b.op_limit()));
         }
         first_attempt = false;
-        // After a lost transaction: re-apply the admitted ops that had committed. Failed ops had
-        // no effect and keep their outcome; in particular the op whose failure ended the
-        // transaction is never executed again, so every restart fails one more op.
-        for (i, outcome) in run.outcomes.iter_mut().enumerate() {
-            if !outcome.is_committed() {
-                continue;
+        // After a lost transaction: re-apply the admitted ops that had committed (in chunks
+        // again where they form runs). Failed ops had no effect and keep their outcome; in
+        // particular the op whose failure ended the transaction is never executed again, so
+        // every restart fails one more op.
+        let committed: Vec<usize> = (0..run.outcomes.len())
+            .filter(|&i| run.outcomes[i].is_committed())
+            .collect();
+        let mut next = 0;
+        while next < committed.len() {
+            if let Some(chunk) = coalescer.plan(committed[next..].iter().copied(), &op_at) {
+                let chunk_run = coalescer.run(&chunk, &op_at);
+                if chunk_run.end == ChunkEnd::Complete {
+                    for (&i, outcome) in chunk.positions.iter().zip(chunk_run.outcomes) {
+                        run.outcomes[i] = outcome;
+                    }
+                    next += chunk.positions.len();
+                    continue;
+                }
+                end_transaction(conn);
+                if tripped() {
+                    for &i in &chunk.positions {
+                        run.interrupted += 1;
+                        run.outcomes[i] = interrupted(interrupt_error(budget, i, on_interrupt));
+                    }
+                } else {
+                    // These ops committed before in the same sequence of states: anything but
+                    // the same result is unexpected, so the batch goes on op by op.
+                    coalescer.disable();
+                }
+                continue 'attempt;
             }
+            let i = committed[next];
+            next += 1;
             let op_run = execute_op(&mut statements, op_at(i), Mode::Batch, guard.as_ref());
-            *outcome = op_run.outcome;
+            coalescer.ran_other(Some(op_at(i)), op_run.outcome.is_committed());
+            run.outcomes[i] = op_run.outcome;
             if op_run.interrupted {
                 run.interrupted += 1;
-                *outcome = interrupted(interrupt_error(budget, i, on_interrupt));
+                run.outcomes[i] = interrupted(interrupt_error(budget, i, on_interrupt));
             }
             if op_run.transaction_lost {
                 end_transaction(conn);
@@ -403,7 +471,55 @@ pub(crate) fn run_batch<'a, M: InstructionMeter>(
             {
                 break;
             }
+            let alone = i < alone_until
+                || probe.is_some_and(|(first, _)| first == i)
+                || (on_interrupt == OnInterrupt::LeavePending && i == 0);
+            if !alone && let Some(chunk) = coalescer.plan(i..len, &op_at) {
+                let rows = chunk.positions.len();
+                let chunk_run = coalescer.run(&chunk, &op_at);
+                match chunk_run.end {
+                    ChunkEnd::Complete => {
+                        run.coalesced += rows;
+                        run.outcomes.extend(chunk_run.outcomes);
+                    }
+                    ChunkEnd::Stopped { kept } => {
+                        run.coalesced += kept;
+                        if chunk_run.outcomes.len() == kept {
+                            // The op that stopped the statement runs alone: its own outcome.
+                            alone_until = alone_until.max(i + kept + 1);
+                        }
+                        run.outcomes.extend(chunk_run.outcomes);
+                    }
+                    ChunkEnd::Undone => probe = Some((i, i + rows)),
+                    ChunkEnd::Lost | ChunkEnd::Anomaly => {
+                        end_transaction(conn);
+                        if chunk_run.end == ChunkEnd::Anomaly {
+                            coalescer.disable();
+                        } else if tripped() {
+                            if on_interrupt == OnInterrupt::LeavePending {
+                                // The chunk did not start first: its ops run in the next flush.
+                                len = i;
+                                run.left_after_interrupt = true;
+                            } else {
+                                for j in i..i + rows {
+                                    run.interrupted += 1;
+                                    run.outcomes.push(interrupted(interrupt_error(
+                                        budget,
+                                        j,
+                                        on_interrupt,
+                                    )));
+                                }
+                            }
+                        } else {
+                            probe = Some((i, i + rows));
+                        }
+                        continue 'attempt;
+                    }
+                }
+                continue;
+            }
             let op_run = execute_op(&mut statements, op_at(i), Mode::Batch, guard.as_ref());
+            coalescer.ran_other(Some(op_at(i)), op_run.outcome.is_committed());
             if op_run.interrupted {
                 end_transaction(conn);
                 if on_interrupt == OnInterrupt::LeavePending && i > 0 {
@@ -416,6 +532,14 @@ pub(crate) fn run_batch<'a, M: InstructionMeter>(
                         .push(interrupted(interrupt_error(budget, i, on_interrupt)));
                 }
                 continue 'attempt;
+            }
+            if let Some((first, end)) = probe
+                && first == i
+            {
+                probe = None;
+                if op_run.outcome.is_committed() {
+                    alone_until = alone_until.max(end);
+                }
             }
             run.outcomes.push(op_run.outcome);
             if op_run.transaction_lost {
@@ -430,6 +554,7 @@ pub(crate) fn run_batch<'a, M: InstructionMeter>(
     }
     if let Err(error) = control(conn, COMMIT) {
         end_transaction(conn);
+        coalescer.rolled_back();
         return Err(FlushError::Commit(error));
     }
     Ok(run)

@@ -16,7 +16,7 @@ mod queue;
 mod testing;
 
 pub use clock::{Clock, ManualClock};
-pub use config::{Config, ConfigError};
+pub use config::{Config, ConfigError, DEFAULT_COALESCE_ROWS};
 pub use executor::{
     FlushError, PROGRESS_PERIOD_OPS, execute_autocommit, execute_autocommit_within, execute_batch,
     execute_batch_within,

@@ -10,6 +10,9 @@
 //! the kept outcomes (ticket, outcome), oldest first. Every value comes back bit for bit: any
 //! `f64` (NaN payloads, ±inf, −0.0, subnormals), `i64` extremes, text with NUL or emoji, blobs.
 //! A later format gets a new version byte; [`BatchQueue::restore`] reads every version it knows.
+//!
+//! Versions: 1 (the [`Config`] without `coalesce_rows`; restored with its default), 2 (the
+//! current format).
 
 use std::collections::VecDeque;
 use std::io::Write;
@@ -26,7 +29,7 @@ mod tests;
 /// The first bytes of a saved queue.
 pub const MAGIC: &[u8; 3] = b"BQS";
 /// The format version [`BatchQueue::save`] writes.
-pub const FORMAT_VERSION: u8 = 1;
+pub const FORMAT_VERSION: u8 = 2;
 
 /// Why [`BatchQueue::save`] failed.
 #[derive(Debug, thiserror::Error)]
@@ -48,7 +51,7 @@ pub enum RestoreError {
     #[error("not a saved batch_core queue (the first bytes are not \"BQS\")")]
     NotASavedQueue,
     /// The format version is newer than this library knows.
-    #[error("saved queue format version {0} is not supported (this batch_core reads 1)")]
+    #[error("saved queue format version {0} is not supported (this batch_core reads 1 and 2)")]
     UnsupportedVersion(u8),
     /// The bytes are truncated or corrupt.
     #[error("decoding the saved queue failed: {0}")]
@@ -69,15 +72,59 @@ struct SavedRef<'a> {
     outcomes: &'a VecDeque<(Ticket, OpOutcome)>,
 }
 
-/// The saved fields, owned (same order and encoding as [`SavedRef`]).
+/// The saved fields, owned (same order and encoding as [`SavedRef`]); `C` is the saved
+/// configuration's format.
 #[derive(Deserialize)]
-struct Saved {
-    config: Config,
+struct Saved<C> {
+    config: C,
     next_ticket: Ticket,
     commit_limit: Option<u64>,
     stats: Stats,
     pending: Vec<PendingOp>,
     outcomes: Vec<StoredOutcome>,
+}
+
+/// The [`Config`] of format version 1, before `coalesce_rows`.
+#[derive(Deserialize)]
+struct ConfigV1 {
+    flush_size: usize,
+    max_delay_ns: u64,
+    max_pending: usize,
+    max_pending_bytes: usize,
+    flush_instruction_budget: u64,
+    outcome_capacity: usize,
+}
+
+impl From<ConfigV1> for Config {
+    fn from(v1: ConfigV1) -> Self {
+        Config {
+            flush_size: v1.flush_size,
+            max_delay_ns: v1.max_delay_ns,
+            max_pending: v1.max_pending,
+            max_pending_bytes: v1.max_pending_bytes,
+            flush_instruction_budget: v1.flush_instruction_budget,
+            outcome_capacity: v1.outcome_capacity,
+            ..Config::default()
+        }
+    }
+}
+
+impl<C: Into<Config>> Saved<C> {
+    fn into_queue(self) -> Result<BatchQueue, ConfigError> {
+        let state = QueueState {
+            pending: self.pending,
+            next_ticket: self.next_ticket,
+            outcomes: self.outcomes,
+            stats: self.stats,
+            commit_limit: self.commit_limit,
+        };
+        BatchQueue::from_state(self.config.into(), state)
+    }
+}
+
+fn decode<'a, C: Deserialize<'a>>(payload: &'a [u8]) -> Result<Saved<C>, RestoreError> {
+    let (saved, _rest) = postcard::take_from_bytes(payload).map_err(RestoreError::Decode)?;
+    Ok(saved)
 }
 
 impl BatchQueue {
@@ -116,18 +163,10 @@ impl BatchQueue {
             .strip_prefix(MAGIC.as_slice())
             .ok_or(RestoreError::NotASavedQueue)?;
         let (&version, payload) = rest.split_first().ok_or(RestoreError::NotASavedQueue)?;
-        if version != FORMAT_VERSION {
-            return Err(RestoreError::UnsupportedVersion(version));
-        }
-        let (saved, _rest): (Saved, &[u8]) =
-            postcard::take_from_bytes(payload).map_err(RestoreError::Decode)?;
-        let state = QueueState {
-            pending: saved.pending,
-            next_ticket: saved.next_ticket,
-            outcomes: saved.outcomes,
-            stats: saved.stats,
-            commit_limit: saved.commit_limit,
-        };
-        Ok(BatchQueue::from_state(saved.config, state)?)
+        Ok(match version {
+            1 => decode::<ConfigV1>(payload)?.into_queue()?,
+            FORMAT_VERSION => decode::<Config>(payload)?.into_queue()?,
+            _ => return Err(RestoreError::UnsupportedVersion(version)),
+        })
     }
 }

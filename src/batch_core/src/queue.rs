@@ -7,7 +7,7 @@ use rusqlite::Connection;
 use serde::{Deserialize, Serialize};
 
 use crate::config::{Config, ConfigError};
-use crate::executor::{BatchRun, FlushError, OnInterrupt, error_code, run_batch};
+use crate::executor::{BatchRun, CoalesceCache, FlushError, OnInterrupt, error_code, run_batch};
 use crate::meter::{Budget, InstructionMeter};
 use crate::op::{OpOutcome, Ticket, WriteOp};
 use crate::outcome_store::OutcomeStore;
@@ -34,6 +34,9 @@ pub struct BatchQueue {
     stats: Stats,
     /// After a failed `COMMIT` of several ops: the most ops the next flush may execute.
     commit_limit: Option<usize>,
+    /// What statement coalescing learned about SQL texts and tables (not saved: rebuilt after
+    /// an upgrade).
+    coalesce_cache: CoalesceCache,
 }
 
 /// The answer to an accepted [`BatchQueue::submit`].
@@ -91,6 +94,9 @@ pub struct FlushReport {
     pub failed: usize,
     /// Failed ops that the instruction guard interrupted (included in `failed`).
     pub interrupted: usize,
+    /// Committed ops that ran as rows of multi-row INSERTs (statement coalescing, see
+    /// [`Config::coalesce_rows`]; included in `committed`).
+    pub coalesced: usize,
     /// Ops still queued.
     pub remaining: usize,
     /// Ops are left (this is `remaining > 0`): the flush stopped at its instruction budget, left
@@ -193,6 +199,7 @@ impl BatchQueue {
             next_ticket: 1,
             stats: Stats::default(),
             commit_limit: None,
+            coalesce_cache: CoalesceCache::default(),
         })
     }
 
@@ -353,6 +360,8 @@ impl BatchQueue {
             |i| &pending[i].op,
             Some((&budget, start)),
             OnInterrupt::LeavePending,
+            self.config.coalesce_rows,
+            &mut self.coalesce_cache,
         );
         let mut run = match result {
             Ok(run) => run,
@@ -412,6 +421,7 @@ impl BatchQueue {
             committed,
             failed,
             interrupted: run.interrupted,
+            coalesced: run.coalesced,
             remaining,
             more_due: remaining > 0,
             instructions,
@@ -592,6 +602,7 @@ impl BatchQueue {
             outcomes,
             stats,
             commit_limit,
+            coalesce_cache: CoalesceCache::default(),
         })
     }
 }

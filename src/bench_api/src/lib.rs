@@ -65,6 +65,9 @@ pub struct InitArgs {
     pub flush_instruction_budget: Option<u64>,
     /// Outcomes kept for `ticket_status`, oldest evicted first (default 10,000).
     pub outcome_capacity: Option<u64>,
+    /// Most rows per multi-row INSERT when a flush coalesces consecutive single-row INSERTs of
+    /// one shape (default 128; 0 or 1 turns coalescing off).
+    pub coalesce_rows: Option<u64>,
     /// Who may write (default `Restricted`).
     pub write_access: Option<WriteAccess>,
 }
@@ -84,6 +87,8 @@ pub struct Settings {
     pub flush_instruction_budget: u64,
     /// Outcomes kept.
     pub outcome_capacity: u64,
+    /// Most rows per coalesced INSERT (0 or 1: off).
+    pub coalesce_rows: u64,
     /// Who may write.
     pub write_access: WriteAccess,
 }

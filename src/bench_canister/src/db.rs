@@ -8,6 +8,9 @@ use ic_rusqlite::{ConnectionConfig, rusqlite::Connection};
 
 use bench_api::schema::{PRAGMAS, SCHEMA};
 
+/// Prepared statements the connection keeps.
+pub const STATEMENT_CACHE_CAPACITY: usize = 64;
+
 /// Configures ic-rusqlite so that its (lazily created) connection uses [`PRAGMAS`], opens it, and
 /// creates the schema. Called from `canister_init` and `canister_post_upgrade`.
 ///
@@ -24,7 +27,14 @@ pub fn open() {
     // ic-rusqlite creates its connection on first use, with the configuration set here; init and
     // post_upgrade both start with a fresh heap, so this runs before that first use.
     ic_rusqlite::set_connection_config(config);
-    with(|conn| conn.execute_batch(SCHEMA)).expect("creating the users/orders schema");
+    with(|conn| {
+        // Room for every statement the canister repeats: the writes of its API, batch_core's
+        // transaction control, and the coalescer's chunks (up to 8 sizes per INSERT shape) and
+        // schema reads. rusqlite's default of 16 would evict and re-prepare them every flush.
+        conn.set_prepared_statement_cache_capacity(STATEMENT_CACHE_CAPACITY);
+        conn.execute_batch(SCHEMA)
+    })
+    .expect("creating the users/orders schema");
 }
 
 /// Runs `f` with the canister's connection.

@@ -82,6 +82,7 @@ impl CanisterSettings {
                 args.outcome_capacity,
                 current.outcome_capacity,
             )?,
+            coalesce_rows: size("coalesce_rows", args.coalesce_rows, current.coalesce_rows)?,
         };
         config.validate().map_err(|e| e.to_string())?;
         if config.flush_instruction_budget > MAX_FLUSH_BUDGET {
@@ -107,6 +108,7 @@ impl CanisterSettings {
             max_pending_bytes: c.max_pending_bytes as u64,
             flush_instruction_budget: c.flush_instruction_budget,
             outcome_capacity: c.outcome_capacity as u64,
+            coalesce_rows: c.coalesce_rows as u64,
             write_access: self.write_access,
         }
     }

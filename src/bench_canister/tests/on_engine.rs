@@ -195,6 +195,7 @@ fn settings_are_kept_across_upgrades_unless_given() {
         max_pending_bytes: Some(1 << 20),
         flush_instruction_budget: Some(1_000_000_000),
         outcome_capacity: Some(9),
+        coalesce_rows: Some(16),
         write_access: Some(WriteAccess::Open),
     });
     let installed = c.settings();
@@ -207,6 +208,7 @@ fn settings_are_kept_across_upgrades_unless_given() {
             max_pending_bytes: 1 << 20,
             flush_instruction_budget: 1_000_000_000,
             outcome_capacity: 9,
+            coalesce_rows: 16,
             write_access: WriteAccess::Open,
         }
     );

@@ -11,6 +11,7 @@ fn config() -> Config {
         max_pending_bytes: 1 << 30,
         flush_instruction_budget: 123,
         outcome_capacity: 4,
+        coalesce_rows: 16,
     }
 }
 
@@ -96,7 +97,7 @@ fn every_edge_value_survives_bit_for_bit() {
         )
         .unwrap();
     let bytes = queue.save(Vec::new()).unwrap();
-    assert_eq!(&bytes[..4], b"BQS\x01");
+    assert_eq!(&bytes[..4], b"BQS\x02");
     let restored = BatchQueue::restore(&bytes).unwrap();
     assert_eq!(all_bits(&restored), all_bits(&queue));
     assert_eq!(restored.config(), &config());
@@ -133,6 +134,64 @@ fn outcomes_stats_and_limits_survive() {
     assert_eq!(restored.stats(), queue.stats());
 }
 
+/// Format version 1, as the previous release wrote it: its config had no `coalesce_rows`.
+#[derive(serde::Serialize)]
+struct SavedV1<'a> {
+    config: (usize, u64, usize, usize, u64, usize),
+    next_ticket: Ticket,
+    commit_limit: Option<u64>,
+    stats: &'a Stats,
+    pending: &'a VecDeque<PendingOp>,
+    outcomes: &'a VecDeque<(Ticket, OpOutcome)>,
+}
+
+#[test]
+fn a_version_1_queue_is_restored_with_coalescing_at_its_default() {
+    let conn = rusqlite::Connection::open_in_memory().unwrap();
+    conn.execute_batch("CREATE TABLE t (x INTEGER NOT NULL)")
+        .unwrap();
+    let mut queue = BatchQueue::new(config()).unwrap();
+    let insert = |x: SqlValue| WriteOp::single("INSERT INTO t VALUES (?1)", vec![x]);
+    queue.submit(insert(1.into()), 0).unwrap();
+    queue.submit(insert(SqlValue::Null), 0).unwrap();
+    queue.flush(&conn, &crate::CountingMeter::new(1)).unwrap();
+    queue.submit(insert(SqlValue::Real(1.5)), 5).unwrap();
+    let c = queue.config();
+    let mut v1 = b"BQS\x01".to_vec();
+    let stats = queue.stats();
+    v1.extend(
+        postcard::to_allocvec(&SavedV1 {
+            config: (
+                c.flush_size,
+                c.max_delay_ns,
+                c.max_pending,
+                c.max_pending_bytes,
+                c.flush_instruction_budget,
+                c.outcome_capacity,
+            ),
+            next_ticket: queue.next_ticket(),
+            commit_limit: None,
+            stats: &stats,
+            pending: queue.pending_deque(),
+            outcomes: queue.outcome_entries(),
+        })
+        .unwrap(),
+    );
+    let restored = BatchQueue::restore(&v1).unwrap();
+    assert_eq!(
+        restored.config(),
+        &Config {
+            coalesce_rows: crate::config::DEFAULT_COALESCE_ROWS,
+            ..config()
+        }
+    );
+    assert_eq!(all_bits(&restored), all_bits(&queue));
+    assert_eq!(restored.to_state(), queue.to_state());
+    assert_eq!(restored.stats(), queue.stats());
+    // Saved again, it is version 2.
+    assert_eq!(&restored.save(Vec::new()).unwrap()[..4], b"BQS\x02");
+}
+
 #[test]
 fn foreign_or_damaged_bytes_are_refused() {
     let queue = BatchQueue::new(config()).unwrap();
@@ -146,10 +205,10 @@ fn foreign_or_damaged_bytes_are_refused() {
         Err(RestoreError::NotASavedQueue)
     ));
     let mut newer = bytes.clone();
-    newer[3] = 2;
+    newer[3] = 3;
     assert!(matches!(
         BatchQueue::restore(&newer),
-        Err(RestoreError::UnsupportedVersion(2))
+        Err(RestoreError::UnsupportedVersion(3))
     ));
     assert!(matches!(
         BatchQueue::restore(&bytes[..bytes.len() - 1]),

@@ -120,6 +120,8 @@ fn write_op() -> impl Strategy<Value = WriteOp> {
 enum Action {
     /// Submit an op at the current time.
     Submit(WriteOp),
+    /// Submit a run of user inserts of one SQL text (which flushes coalesce), some failing.
+    SubmitRun(Vec<WriteOp>),
     /// Flush with a `CountingMeter` advancing by `step` per read.
     Flush { step: u64 },
     /// Flush with a meter that charges 1 per progress-handler read (every 10 operations of a
@@ -136,6 +138,15 @@ enum Action {
 fn action() -> impl Strategy<Value = Action> {
     prop_oneof![
         12 => write_op().prop_map(Action::Submit),
+        2 => prop::collection::vec(
+            (prop_oneof![6 => name(), 1 => Just(SqlValue::Null)], email()),
+            2..30,
+        )
+        .prop_map(|rows| Action::SubmitRun(
+            rows.into_iter()
+                .map(|(n, e)| WriteOp::single(INSERT_USER, vec![n, e]))
+                .collect()
+        )),
         3 => (0..300u64).prop_map(|step| Action::Flush { step }),
         1 => Just(Action::HeavyFlush),
         1 => Just(Action::FlushInsideTransaction),
@@ -151,15 +162,19 @@ fn queue_config() -> impl Strategy<Value = Config> {
         1..1_500u64,
         0..3_000u64,
         prop_oneof![Just(10_000usize), 0..8usize],
+        prop_oneof![Just(0usize), Just(1), 2..9usize, Just(128)],
     )
-        .prop_map(|(a, b, budget, delay, outcome_capacity)| Config {
-            flush_size: a.min(b),
-            max_pending: a.max(b),
-            max_pending_bytes: 1 << 20,
-            max_delay_ns: delay,
-            flush_instruction_budget: budget,
-            outcome_capacity,
-        })
+        .prop_map(
+            |(a, b, budget, delay, outcome_capacity, coalesce_rows)| Config {
+                flush_size: a.min(b),
+                max_pending: a.max(b),
+                max_pending_bytes: 1 << 20,
+                max_delay_ns: delay,
+                flush_instruction_budget: budget,
+                outcome_capacity,
+                coalesce_rows,
+            },
+        )
 }
 
 /// Ops a flush of `pending` ops runs with a `CountingMeter::new(step)`, and the instructions it
@@ -224,8 +239,31 @@ fn check_flush(
     let report = queue
         .flush(conn, &meter)
         .map_err(|error| TestCaseError::fail(format!("flush failed: {error}")))?;
-    let (executed, instructions) =
-        expected_budget_use(model.pending.len(), config.flush_instruction_budget, step);
+    prop_assert!(report.coalesced <= report.committed);
+    if config.coalesce_rows < 2 {
+        prop_assert_eq!(report.coalesced, 0);
+    }
+    let (executed, instructions) = if config.coalesce_rows >= 2 {
+        // A chunk reads the meter once for all its ops: how many ops fit in the budget
+        // depends on the chunks. Whatever ran must be a prefix, match the reference op by op,
+        // and respect the budget's bounds.
+        let pending = model.pending.len();
+        prop_assert!(report.executed <= pending);
+        prop_assert_eq!(report.executed == 0, pending == 0);
+        if step == 0 {
+            prop_assert_eq!(report.executed, pending);
+            prop_assert_eq!(report.instructions, 0);
+        } else if pending > 0 {
+            prop_assert_eq!(report.instructions % step, 0);
+            // At most one read per op after the first, one to stop, plus one per chunk that
+            // kept nothing; and at least the reads to start, finish and stop.
+            let reads = report.instructions / step;
+            prop_assert!(reads > u64::from(report.executed < pending));
+        }
+        (report.executed, report.instructions)
+    } else {
+        expected_budget_use(model.pending.len(), config.flush_instruction_budget, step)
+    };
     let mut committed = 0;
     for (ticket, _, op) in model.pending.drain(..executed) {
         let outcome = execute_autocommit(&model.conn, &op);
@@ -240,6 +278,7 @@ fn check_flush(
             committed,
             failed: executed - committed,
             interrupted: 0,
+            coalesced: report.coalesced,
             remaining,
             more_due: remaining > 0,
             instructions,
@@ -323,6 +362,7 @@ fn check_heavy_flush(
             committed,
             failed: executed - committed,
             interrupted,
+            coalesced: report.coalesced,
             remaining,
             more_due: remaining > 0,
             instructions: report.instructions,
@@ -347,6 +387,43 @@ fn check_heavy_flush(
     Ok(())
 }
 
+/// Submits `op` to the queue and the model, checking the result.
+fn submit(
+    queue: &mut BatchQueue,
+    model: &mut Model,
+    config: &Config,
+    op: WriteOp,
+    now: u64,
+) -> Result<(), TestCaseError> {
+    let result = queue.submit(op.clone(), now);
+    if model.pending.len() >= config.max_pending {
+        prop_assert_eq!(
+            result,
+            Err(SubmitError::QueueFull {
+                capacity: config.max_pending
+            })
+        );
+        model.stats.rejected += 1;
+    } else if matches!(&op, WriteOp::Unit(statements) if statements.is_empty()) {
+        prop_assert_eq!(result, Err(SubmitError::EmptyUnit));
+        model.stats.rejected += 1;
+    } else {
+        let ticket = model.next_ticket;
+        model.next_ticket += 1;
+        model.pending.push_back((ticket, now, op));
+        model.stats.submitted += 1;
+        prop_assert_eq!(
+            result,
+            Ok(Submitted {
+                ticket,
+                flush_due: model.pending.len() >= config.flush_size
+            })
+        );
+        prop_assert_eq!(queue.status(ticket), OpStatus::Pending);
+    }
+    Ok(())
+}
+
 fn run(config: Config, actions: Vec<Action>) -> Result<(), TestCaseError> {
     let conn = open_db();
     let clock = ManualClock::new(1_000_000);
@@ -360,33 +437,10 @@ fn run(config: Config, actions: Vec<Action>) -> Result<(), TestCaseError> {
     };
     for action in actions {
         match action {
-            Action::Submit(op) => {
-                let now = clock.now_ns();
-                let result = queue.submit(op.clone(), now);
-                if model.pending.len() >= config.max_pending {
-                    prop_assert_eq!(
-                        result,
-                        Err(SubmitError::QueueFull {
-                            capacity: config.max_pending
-                        })
-                    );
-                    model.stats.rejected += 1;
-                } else if matches!(&op, WriteOp::Unit(statements) if statements.is_empty()) {
-                    prop_assert_eq!(result, Err(SubmitError::EmptyUnit));
-                    model.stats.rejected += 1;
-                } else {
-                    let ticket = model.next_ticket;
-                    model.next_ticket += 1;
-                    model.pending.push_back((ticket, now, op));
-                    model.stats.submitted += 1;
-                    prop_assert_eq!(
-                        result,
-                        Ok(Submitted {
-                            ticket,
-                            flush_due: model.pending.len() >= config.flush_size
-                        })
-                    );
-                    prop_assert_eq!(queue.status(ticket), OpStatus::Pending);
+            Action::Submit(op) => submit(&mut queue, &mut model, &config, op, clock.now_ns())?,
+            Action::SubmitRun(ops) => {
+                for op in ops {
+                    submit(&mut queue, &mut model, &config, op, clock.now_ns())?;
                 }
             }
             Action::Flush { step } => check_flush(&mut queue, &conn, &mut model, step)?,

@@ -8,6 +8,7 @@ use rusqlite::ffi::{
     SQLITE_CONSTRAINT_UNIQUE as UNIQUE,
 };
 
+/// A queue configuration; coalescing is on (the default).
 fn config(flush_size: usize, max_pending: usize) -> Config {
     Config {
         flush_size,
@@ -16,6 +17,7 @@ fn config(flush_size: usize, max_pending: usize) -> Config {
         max_pending_bytes: 1 << 20,
         flush_instruction_budget: u64::MAX,
         outcome_capacity: 1_000,
+        coalesce_rows: crate::config::DEFAULT_COALESCE_ROWS,
     }
 }
 
@@ -168,7 +170,12 @@ fn next_due_saturates() {
 #[test]
 fn flush_takes_everything_pending_in_one_transaction() {
     let conn = open_db();
-    let mut queue = BatchQueue::new(config(2, 10)).unwrap();
+    // One meter read per op: coalescing off.
+    let mut queue = BatchQueue::new(Config {
+        coalesce_rows: 0,
+        ..config(2, 10)
+    })
+    .unwrap();
     for i in 0..7 {
         queue.submit(user(i), 0).unwrap();
     }
@@ -181,6 +188,7 @@ fn flush_takes_everything_pending_in_one_transaction() {
             committed: 7,
             failed: 0,
             interrupted: 0,
+            coalesced: 0,
             remaining: 0,
             more_due: false,
             // Reads: start, before ops 2..=7, end.
@@ -197,6 +205,7 @@ fn budget_stops_between_ops_and_leaves_the_rest_queued_in_order() {
     let conn = open_db();
     let mut queue = BatchQueue::new(Config {
         flush_instruction_budget: 250,
+        coalesce_rows: 0,
         ..config(100, 100)
     })
     .unwrap();
@@ -214,6 +223,7 @@ fn budget_stops_between_ops_and_leaves_the_rest_queued_in_order() {
             committed: 3,
             failed: 0,
             interrupted: 0,
+            coalesced: 0,
             remaining: 7,
             more_due: true,
             instructions: 400,
@@ -284,6 +294,7 @@ fn budget_op_count_formula() {
         let conn = open_db();
         let mut queue = BatchQueue::new(Config {
             flush_instruction_budget: budget,
+            coalesce_rows: 0,
             ..config(10, 10)
         })
         .unwrap();
@@ -935,4 +946,78 @@ fn flush_at_most_and_fail_first() {
     queue.flush(&conn, &CountingMeter::new(1)).unwrap();
     assert_eq!(queue.fail_first("nothing left"), None);
     assert_eq!(count(&conn, "users"), 4);
+}
+
+/// The coalescer keeps its table checks from one flush to the next; a schema change made
+/// between flushes (outside the queue, in the temp schema, or by an op inside a batch) must
+/// be seen before the next chunk. Each flush is compared, op by op, with autocommit on a
+/// second database that goes through the same schema changes.
+#[test]
+fn coalescing_sees_every_schema_change_between_and_inside_flushes() {
+    const SCHEMA: &str = "CREATE TABLE t (id INTEGER PRIMARY KEY, a INT);";
+    // Inserts into a table with triggers are not coalesced (see the coalesce module), also when
+    // the trigger writes nothing that the check of a chunk's rowids would notice.
+    const TRIGGER: &str = "CREATE TRIGGER positive AFTER INSERT ON t WHEN NEW.a < 0
+                           BEGIN SELECT RAISE(ABORT, 'negative'); END;";
+    const TEMP_TRIGGER: &str = "CREATE TEMP TRIGGER positive_temp AFTER INSERT ON main.t
+                                WHEN NEW.a < 0 BEGIN SELECT RAISE(ABORT, 'negative'); END;";
+    // A conflict clause in the table: `INSERT OR FAIL` would override it, so that a duplicate
+    // fails in a chunk where it is ignored alone.
+    const IGNORE_DUPLICATES: &str = "DROP TABLE t;
+        CREATE TABLE t (id INTEGER PRIMARY KEY, a INT UNIQUE ON CONFLICT IGNORE);";
+    let batched = rusqlite::Connection::open_in_memory().unwrap();
+    let reference = rusqlite::Connection::open_in_memory().unwrap();
+    for conn in [&batched, &reference] {
+        conn.execute_batch(SCHEMA).unwrap();
+    }
+    let insert = |a: i64| WriteOp::single("INSERT INTO t (a) VALUES (?1)", vec![a.into()]);
+    // Five inserts (one value twice).
+    let five = || [1, 2, 2, 3, 4].map(insert).to_vec();
+    let mut queue = BatchQueue::new(config(1_000, 1_000)).unwrap();
+    let mut flush = |ops: Vec<WriteOp>, between: Option<&str>| -> usize {
+        if let Some(sql) = between {
+            for conn in [&batched, &reference] {
+                conn.execute_batch(sql).unwrap();
+            }
+        }
+        let tickets: Vec<_> = ops
+            .iter()
+            .map(|op| queue.submit(op.clone(), 0).unwrap().ticket)
+            .collect();
+        let report = queue.flush(&batched, &CountingMeter::new(1)).unwrap();
+        assert_eq!(report.executed, ops.len());
+        for (ticket, op) in tickets.into_iter().zip(&ops) {
+            let alone = crate::executor::execute_autocommit(&reference, op);
+            assert_eq!(queue.status(ticket), OpStatus::Done(alone), "{op:?}");
+        }
+        let rows = |conn: &rusqlite::Connection| -> Vec<(i64, i64)> {
+            conn.prepare("SELECT id, a FROM t ORDER BY id")
+                .unwrap()
+                .query_map([], |row| Ok((row.get(0)?, row.get(1)?)))
+                .unwrap()
+                .collect::<Result<_, _>>()
+                .unwrap()
+        };
+        assert_eq!(rows(&batched), rows(&reference));
+        report.coalesced
+    };
+    // No trigger: the first op runs alone, the next four as one chunk.
+    assert_eq!(flush(five(), None), 4);
+    // A trigger created between flushes, outside the queue.
+    assert_eq!(flush(five(), Some(TRIGGER)), 0);
+    assert_eq!(flush(five(), Some("DROP TRIGGER positive;")), 4);
+    // In the temp schema (main's schema_version does not move).
+    assert_eq!(flush(five(), Some(TEMP_TRIGGER)), 0);
+    assert_eq!(flush(five(), Some("DROP TRIGGER temp.positive_temp;")), 4);
+    // By an op in the middle of a batch: two ops coalesce before it, none after it.
+    let mut ops = vec![insert(5), insert(6), insert(7)];
+    ops.push(WriteOp::single(TRIGGER, vec![]));
+    ops.extend(five());
+    assert_eq!(flush(ops, None), 2);
+    // Dropped by an op of the batch: the chunk after it coalesces again.
+    let mut ops = vec![insert(8), WriteOp::single("DROP TRIGGER positive", vec![])];
+    ops.extend(five());
+    assert_eq!(flush(ops, None), 4);
+    // The same table name with a conflict clause: no chunk, and the duplicate is ignored.
+    assert_eq!(flush(five(), Some(IGNORE_DUPLICATES)), 0);
 }
