@@ -686,100 +686,139 @@ pub(crate) fn same_text(a: &str, b: &str) -> bool {
     (&mut x).zip(&mut y).all(|(p, q)| word(p) == word(q)) && x.remainder() == y.remainder()
 }
 
-fn is_rowid_name(name: &str) -> bool {
-    ["rowid", "oid", "_rowid_"]
-        .iter()
-        .any(|r| name.eq_ignore_ascii_case(r))
-}
+/// The rows of `main.sqlite_schema` and `temp.sqlite_schema` about a table (other than its
+/// indexes): the table itself, views of that name, triggers on it.
+const SCHEMA_ROWS: &str = "\
+    SELECT 'main', type, name, sql FROM main.sqlite_schema
+     WHERE tbl_name = ?1 COLLATE NOCASE AND type <> 'index'
+    UNION ALL
+    SELECT 'temp', type, name, sql FROM temp.sqlite_schema
+     WHERE tbl_name = ?1 COLLATE NOCASE AND type <> 'index'";
 
-/// A column as `pragma_table_info` lists it.
-struct ColumnInfo {
-    name: String,
+/// What `sqlite3_table_column_metadata` says of a column.
+struct ColumnMeta {
     declared_type: String,
-    pk: i64,
+    primary_key: bool,
+    autoincrement: bool,
 }
 
-fn table_columns(conn: &Connection, table: &str) -> rusqlite::Result<Vec<ColumnInfo>> {
-    let mut statement =
-        conn.prepare_cached("SELECT name, type, pk FROM pragma_table_info(?1, 'main')")?;
-    let rows = statement.query_map([table], |row| {
-        Ok(ColumnInfo {
-            name: row.get(0)?,
-            declared_type: row.get(1)?,
-            pk: row.get(2)?,
-        })
-    })?;
-    rows.collect()
+impl ColumnMeta {
+    /// Declared `INTEGER` and part of the primary key: the rowid, its alias, or (conservatively)
+    /// an `INTEGER` column of a composite key.
+    fn is_integer_key(&self) -> bool {
+        self.primary_key && self.declared_type.eq_ignore_ascii_case("INTEGER")
+    }
+}
+
+/// `column` of table `table` in the main schema, as `sqlite3_table_column_metadata` describes
+/// it (for `rowid`, `oid` and `_rowid_`: the column of that name if declared, else the rowid
+/// or its alias); `None` if there is no such table (or it is a view) or column.
+fn column_meta(conn: &Connection, table: &str, column: &str) -> Option<ColumnMeta> {
+    let table = std::ffi::CString::new(table).ok()?;
+    let column = std::ffi::CString::new(column).ok()?;
+    let mut declared_type: *const std::ffi::c_char = std::ptr::null();
+    let mut collation: *const std::ffi::c_char = std::ptr::null();
+    let (mut not_null, mut primary_key, mut autoincrement) = (0, 0, 0);
+    // SAFETY: a valid connection handle, NUL-terminated strings, and out-pointers to locals.
+    // The type string belongs to the schema and is copied before anything else runs.
+    let rc = unsafe {
+        ffi::sqlite3_table_column_metadata(
+            conn.handle(),
+            c"main".as_ptr(),
+            table.as_ptr(),
+            column.as_ptr(),
+            &mut declared_type,
+            &mut collation,
+            &mut not_null,
+            &mut primary_key,
+            &mut autoincrement,
+        )
+    };
+    if rc != ffi::SQLITE_OK {
+        return None;
+    }
+    let declared_type = if declared_type.is_null() {
+        String::new()
+    } else {
+        // SAFETY: a NUL-terminated string owned by the schema, valid until it changes.
+        unsafe { std::ffi::CStr::from_ptr(declared_type) }
+            .to_string_lossy()
+            .into_owned()
+    };
+    Some(ColumnMeta {
+        declared_type,
+        primary_key: primary_key != 0,
+        autoincrement: autoincrement != 0,
+    })
+}
+
+/// Whether the `CREATE TABLE` text `upper` (upper-cased) may declare a foreign key to `table`
+/// itself: some `REFERENCES` is followed by that name, or by anything but a plain identifier
+/// (a quoted name, a comment), which the caller then checks with SQLite's own parse.
+fn may_reference_itself(upper: &str, table: &str) -> bool {
+    upper.match_indices("REFERENCES").any(|(at, keyword)| {
+        let rest = upper[at + keyword.len()..].trim_start();
+        let target_len = rest.bytes().take_while(|&b| is_ident_byte(b)).count();
+        target_len == 0 || rest[..target_len].eq_ignore_ascii_case(table)
+    })
 }
 
 /// Whether the multi-row INSERTs of `shape` behave exactly as its single-row ones (see the
-/// module documentation); `Ok(None)` if not.
+/// module documentation); `Ok(None)` if not. One query of the schema tables and SQLite's
+/// column metadata: the first flush after a start or upgrade pays for it, later ones keep it.
 fn check_table(conn: &Connection, shape: &Shape) -> rusqlite::Result<Option<Table>> {
     let table = shape.table.as_str();
-    // Exactly one object of that name in any schema: an ordinary rowid table in main.
-    let mut listed = conn.prepare_cached(
-        "SELECT schema, name, type, wr FROM pragma_table_list WHERE name = ?1 COLLATE NOCASE",
-    )?;
-    let found: Vec<(String, String, String, i64)> = listed
+    // An ordinary table of the main schema: no view of that name, nothing of that name in the
+    // temp schema (a temp table would shadow it, a temp trigger fire on it), no trigger.
+    let rows: Vec<(String, String, String, Option<String>)> = conn
+        .prepare_cached(SCHEMA_ROWS)?
         .query_map([table], |row| {
             Ok((row.get(0)?, row.get(1)?, row.get(2)?, row.get(3)?))
         })?
         .collect::<rusqlite::Result<_>>()?;
-    let [(schema, name, kind, without_rowid)] = found.as_slice() else {
+    let [(schema, kind, name, Some(sql))] = rows.as_slice() else {
         return Ok(None);
     };
-    if schema != "main" || kind != "table" || *without_rowid != 0 {
-        return Ok(None);
-    }
-    let sql: String = conn
-        .prepare_cached("SELECT sql FROM main.sqlite_schema WHERE type = 'table' AND name = ?1")?
-        .query_row([name], |row| row.get(0))?;
     let upper = sql.to_ascii_uppercase();
-    if upper.contains("CONFLICT") {
-        return Ok(None);
-    }
-    // Triggers on it, in main or temp.
-    let triggers: i64 = conn
-        .prepare_cached(
-            "SELECT (SELECT count(*) FROM main.sqlite_schema WHERE type = 'trigger' AND tbl_name = ?1 COLLATE NOCASE)
-                  + (SELECT count(*) FROM temp.sqlite_schema WHERE type = 'trigger' AND tbl_name = ?1 COLLATE NOCASE)",
-        )?
-        .query_row([name], |row| row.get(0))?;
-    if triggers > 0 {
+    if schema != "main"
+        || kind != "table"
+        || upper.starts_with("CREATE VIRTUAL")
+        || upper.contains("CONFLICT")
+    {
         return Ok(None);
     }
     // A foreign key to itself: a multi-row INSERT checks it at the statement's end, so a row
     // could reference a later row of the same chunk.
-    let self_references: i64 = conn
-        .prepare_cached(
-            "SELECT count(*) FROM pragma_foreign_key_list(?1, 'main') WHERE \"table\" = ?1 COLLATE NOCASE",
-        )?
-        .query_row([name], |row| row.get(0))?;
-    if self_references > 0 {
-        return Ok(None);
-    }
-    // A column named like the rowid hides it from `max(rowid)`. The INSERT must not give the
-    // rowid (no rowid alias among its columns), and every column must exist (otherwise it
-    // fails alone anyway).
-    let info = table_columns(conn, name)?;
-    if info.iter().any(|c| is_rowid_name(&c.name)) {
-        return Ok(None);
-    }
-    let primary_key: Vec<_> = info.iter().filter(|c| c.pk > 0).collect();
-    let rowid_alias = match primary_key.as_slice() {
-        [only] if only.declared_type.eq_ignore_ascii_case("INTEGER") => Some(&only.name),
-        _ => None,
-    };
-    for column in &shape.columns {
-        if !info.iter().any(|c| c.name.eq_ignore_ascii_case(column))
-            || rowid_alias.is_some_and(|alias| alias.eq_ignore_ascii_case(column))
-        {
+    if may_reference_itself(&upper, name) {
+        let self_references: i64 = conn
+            .prepare_cached(
+                "SELECT count(*) FROM pragma_foreign_key_list(?1, 'main') WHERE \"table\" = ?1 COLLATE NOCASE",
+            )?
+            .query_row([name], |row| row.get(0))?;
+        if self_references > 0 {
             return Ok(None);
+        }
+    }
+    // The rowid must be what `max(rowid)` reads: a rowid table (not WITHOUT ROWID), where no
+    // declared column takes one of the rowid's names unless it is the rowid's alias.
+    let mut autoincrement = false;
+    for rowid in ["rowid", "oid", "_rowid_"] {
+        match column_meta(conn, name, rowid) {
+            Some(meta) if meta.is_integer_key() => autoincrement |= meta.autoincrement,
+            _ => return Ok(None),
+        }
+    }
+    // The INSERT must not give the rowid, and every column must exist (otherwise it fails
+    // alone anyway).
+    for column in &shape.columns {
+        match column_meta(conn, name, column) {
+            Some(meta) if !meta.is_integer_key() => {}
+            _ => return Ok(None),
         }
     }
     Ok(Some(Table {
         name: name.clone(),
-        autoincrement: upper.contains("AUTOINCREMENT"),
+        autoincrement,
     }))
 }
 

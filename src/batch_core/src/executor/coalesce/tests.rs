@@ -237,6 +237,11 @@ fn tables_that_could_differ_are_never_coalesced() {
         "CREATE TABLE t (a); CREATE TEMP TRIGGER tr AFTER INSERT ON main.t BEGIN SELECT 1; END;",
         // A foreign key to itself (checked at the end of a multi-row statement).
         "PRAGMA foreign_keys = ON; CREATE TABLE t (id INTEGER PRIMARY KEY, a REFERENCES t(id));",
+        // ... however it is written.
+        "CREATE TABLE t (id INTEGER PRIMARY KEY, a references T);",
+        "CREATE TABLE t (id INTEGER PRIMARY KEY, a REFERENCES \"t\");",
+        "CREATE TABLE t (id INTEGER PRIMARY KEY, a REFERENCES/* x */t);",
+        "CREATE TABLE t (id INTEGER PRIMARY KEY, a, FOREIGN KEY (a) REFERENCES t (id));",
         // Its own conflict resolution.
         "CREATE TABLE t (a UNIQUE ON CONFLICT IGNORE);",
         "CREATE TABLE t (a NOT NULL ON CONFLICT REPLACE DEFAULT 1);",
@@ -247,8 +252,12 @@ fn tables_that_could_differ_are_never_coalesced() {
         "CREATE TABLE t (a); CREATE TEMP TABLE t (a);",
         // A column named like the rowid.
         "CREATE TABLE t (a, rowid);",
+        "CREATE TABLE t (a, oid TEXT);",
+        "CREATE TABLE t (a, _rowid_ INTEGER);",
         // The INSERT gives the rowid: the INTEGER PRIMARY KEY alias.
         "CREATE TABLE t (a INTEGER PRIMARY KEY);",
+        // (conservatively) an INTEGER column of a composite key.
+        "CREATE TABLE t (a INTEGER, b, PRIMARY KEY (a, b));",
     ] {
         let ops: Vec<WriteOp> = (0..8)
             .map(|i| WriteOp::single(insert, vec![i.into()]))
@@ -272,6 +281,14 @@ fn tables_that_could_differ_are_never_coalesced() {
         "CREATE TABLE t (a TEXT PRIMARY KEY);",
         "CREATE TABLE t (a INT PRIMARY KEY);",
         "CREATE TABLE t (a CHECK (a >= 0), b DEFAULT 7);",
+        "CREATE TABLE t (id INTEGER PRIMARY KEY AUTOINCREMENT, a);",
+        // A foreign key to another table, a rowid alias not given by the INSERT.
+        "PRAGMA foreign_keys = ON;
+         CREATE TABLE p (id INTEGER PRIMARY KEY); INSERT INTO p VALUES (0), (1), (2), (3), (4), (5), (6), (7);
+         CREATE TABLE t (k INTEGER PRIMARY KEY, a REFERENCES p(id));",
+        "PRAGMA foreign_keys = ON;
+         CREATE TABLE t (a, b, FOREIGN KEY (a) REFERENCES \"other\" (x));
+         CREATE TABLE other (x PRIMARY KEY); INSERT INTO other VALUES (0), (1), (2), (3), (4), (5), (6), (7);",
     ] {
         let ops: Vec<WriteOp> = (0..8)
             .map(|i| WriteOp::single("INSERT INTO t (a) VALUES (?1)", vec![i.into()]))
@@ -281,6 +298,25 @@ fn tables_that_could_differ_are_never_coalesced() {
             8,
             "{schema}"
         );
+    }
+}
+
+#[test]
+fn self_references_are_found_or_left_to_sqlite() {
+    for (sql, table, may) in [
+        ("CREATE TABLE T (A REFERENCES U)", "t", false),
+        ("CREATE TABLE T (A REFERENCES T)", "t", true),
+        (
+            "CREATE TABLE T (A REFERENCES  T_2, B REFERENCES T)",
+            "t",
+            true,
+        ),
+        ("CREATE TABLE T (A REFERENCES T_2)", "t", false),
+        ("CREATE TABLE T (A REFERENCES \"U\")", "t", true),
+        ("CREATE TABLE T (A REFERENCES --\nU)", "t", true),
+        ("CREATE TABLE T (A)", "t", false),
+    ] {
+        assert_eq!(may_reference_itself(sql, table), may, "{sql}");
     }
 }
 
