@@ -285,6 +285,19 @@ pub struct Suite {
 }
 
 impl Suite {
+    fn order_key(&self) -> (&str, &str, &str) {
+        (&self.results_file, &self.commit_date, &self.commit)
+    }
+
+    /// `path@commit8`, how the tables name the suite.
+    pub fn label(&self) -> String {
+        format!(
+            "{}@{}",
+            self.results_file,
+            &self.commit[..self.commit.len().min(8)]
+        )
+    }
+
     /// Rows without scope.
     pub fn bench_rows(&self) -> impl Iterator<Item = &Row> {
         self.rows.iter().filter(|r| r.scope.is_none())
@@ -329,12 +342,14 @@ impl RepositoryData {
         format!("{}.yml", self.repository.replace('/', "-"))
     }
 
-    /// Adds `suite`, replacing one with the same results file; keeps suites sorted.
+    /// Adds `suite`, replacing one with the same results file and commit; keeps suites sorted
+    /// by results file, then commit date.
     pub fn upsert(&mut self, suite: Suite) {
-        self.suites.retain(|s| s.results_file != suite.results_file);
+        self.suites
+            .retain(|s| (&s.results_file, &s.commit) != (&suite.results_file, &suite.commit));
         self.suites.push(suite);
         self.suites
-            .sort_by(|a, b| a.results_file.cmp(&b.results_file));
+            .sort_by(|a, b| a.order_key().cmp(&b.order_key()));
     }
 
     /// The canonical text of the file.
@@ -476,9 +491,9 @@ impl RepositoryData {
                 }
             }
         }
-        let files: Vec<_> = self.suites.iter().map(|s| &s.results_file).collect();
-        if files.windows(2).any(|w| w[0] >= w[1]) {
-            return bad("suites not sorted by results file, or duplicated".into());
+        let keys: Vec<_> = self.suites.iter().map(Suite::order_key).collect();
+        if keys.windows(2).any(|w| w[0] >= w[1]) {
+            return bad("suites not sorted by results file and commit date, or duplicated".into());
         }
         Ok(())
     }
@@ -494,7 +509,8 @@ pub enum NoteStatus {
     Open,
 }
 
-/// The explanation of a row that differs (`validation/notes.yml`).
+/// The explanation of the rows that differ in one suite, or of one of its rows
+/// (`validation/notes.yml`).
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Note {
@@ -502,8 +518,12 @@ pub struct Note {
     pub repository: String,
     /// Results file path in the repository.
     pub results_file: String,
-    /// The bench.
-    pub bench: String,
+    /// The commit of the suite (40 hex).
+    pub commit: String,
+    /// The bench; absent: the note covers every differing row of the suite that has no note
+    /// of its own.
+    #[serde(default)]
+    pub bench: Option<String>,
     /// The scope, if the note is about a scope row.
     #[serde(default)]
     pub scope: Option<String>,
@@ -511,6 +531,18 @@ pub struct Note {
     pub status: NoteStatus,
     /// The explanation (Markdown, one paragraph).
     pub note: String,
+}
+
+impl Note {
+    fn is_for_suite(&self, repository: &str, suite: &Suite) -> bool {
+        self.repository == repository
+            && self.results_file == suite.results_file
+            && self.commit == suite.commit
+    }
+
+    fn is_for_row(&self, row: &Row) -> bool {
+        self.bench.as_deref() == Some(row.bench.as_str()) && self.scope == row.scope
+    }
 }
 
 /// `validation/notes.yml`.
@@ -525,56 +557,93 @@ pub struct Notes {
 }
 
 impl Notes {
-    /// The note of `row` in `suite` of `repository`.
+    /// The note that explains `row` of `suite`: its own, else the suite's.
     pub fn of(&self, repository: &str, suite: &Suite, row: &Row) -> Option<&Note> {
-        self.notes.iter().find(|n| {
-            n.repository == repository
-                && n.results_file == suite.results_file
-                && n.bench == row.bench
-                && n.scope == row.scope
-        })
+        let mut for_suite = self
+            .notes
+            .iter()
+            .filter(|n| n.is_for_suite(repository, suite));
+        for_suite
+            .clone()
+            .find(|n| n.is_for_row(row))
+            .or_else(|| for_suite.find(|n| n.bench.is_none()))
     }
 
-    /// Every row that differs has a note, and every note belongs to a row that differs.
+    /// The suite-wide note of `suite`.
+    pub fn of_suite(&self, repository: &str, suite: &Suite) -> Option<&Note> {
+        self.notes
+            .iter()
+            .find(|n| n.is_for_suite(repository, suite) && n.bench.is_none())
+    }
+
+    /// Every row that differs has a note (its own or its suite's); every row note belongs to a
+    /// row that differs; every suite note to a suite with a differing row; no duplicates.
     pub fn check(&self, repos: &[RepositoryData]) -> Result<(), ValidationError> {
-        let mut used = vec![false; self.notes.len()];
-        for d in repos {
-            for s in &d.suites {
-                for r in &s.rows {
-                    let i = self.notes.iter().position(|n| {
-                        n.repository == d.repository
-                            && n.results_file == s.results_file
-                            && n.bench == r.bench
-                            && n.scope == r.scope
-                    });
-                    match (i, r.is_exact()) {
-                        (Some(i), false) => used[i] = true,
-                        (None, false) => {
-                            return Err(ValidationError::Inconsistent(format!(
-                                "{} {}: {} differs and has no note in notes.yml",
-                                d.repository,
-                                s.results_file,
-                                r.key()
-                            )));
-                        }
-                        (Some(i), true) => {
-                            return Err(ValidationError::Inconsistent(format!(
-                                "notes.yml: note {} is about an exact row ({})",
-                                i + 1,
-                                r.key()
-                            )));
-                        }
-                        (None, true) => {}
-                    }
-                }
+        let bad = |m: String| Err(ValidationError::Inconsistent(format!("notes.yml: {m}")));
+        for (i, n) in self.notes.iter().enumerate() {
+            let what = format!(
+                "note {} ({} {}@{} {})",
+                i + 1,
+                n.repository,
+                n.results_file,
+                &n.commit[..n.commit.len().min(8)],
+                n.bench.as_deref().unwrap_or("*")
+            );
+            if n.note.trim().is_empty() {
+                return bad(format!("{what} is empty"));
+            }
+            if n.bench.is_none() && n.scope.is_some() {
+                return bad(format!("{what}: a scope needs a bench"));
+            }
+            let dup = self.notes[..i].iter().any(|m| {
+                (
+                    &m.repository,
+                    &m.results_file,
+                    &m.commit,
+                    &m.bench,
+                    &m.scope,
+                ) == (
+                    &n.repository,
+                    &n.results_file,
+                    &n.commit,
+                    &n.bench,
+                    &n.scope,
+                )
+            });
+            if dup {
+                return bad(format!("{what} is duplicated"));
+            }
+            let suite = repos
+                .iter()
+                .filter(|d| d.repository == n.repository)
+                .flat_map(|d| d.suites.iter())
+                .find(|s| s.results_file == n.results_file && s.commit == n.commit);
+            let Some(suite) = suite else {
+                return bad(format!("{what} matches no suite"));
+            };
+            let ok = match &n.bench {
+                Some(_) => suite.rows.iter().any(|r| n.is_for_row(r) && !r.is_exact()),
+                None => suite.rows.iter().any(|r| !r.is_exact()),
+            };
+            if !ok {
+                return bad(format!("{what} is about rows that do not differ"));
             }
         }
-        if let Some(i) = used.iter().position(|u| !u) {
-            let n = &self.notes[i];
-            return Err(ValidationError::Inconsistent(format!(
-                "notes.yml: note about {} {} {} matches no row",
-                n.repository, n.results_file, n.bench
-            )));
+        for d in repos {
+            for s in &d.suites {
+                if let Some(r) = s
+                    .rows
+                    .iter()
+                    .find(|r| !r.is_exact() && self.of(&d.repository, s, r).is_none())
+                {
+                    return bad(format!(
+                        "{} {}: {} differs and has no note",
+                        d.repository,
+                        s.label(),
+                        r.key()
+                    ));
+                }
+            }
         }
         Ok(())
     }
@@ -969,6 +1038,63 @@ impl ValidationData {
     }
 }
 
+/// How many differing rows the `differences` section lists per suite.
+pub const DIFFERENCES_SHOWN: usize = 12;
+
+#[derive(Default)]
+struct Tally {
+    suites: usize,
+    benches: usize,
+    scopes: usize,
+    rows: usize,
+    exact: usize,
+    within: usize,
+    exact_benches: usize,
+    within_benches: usize,
+    page_diffs: usize,
+}
+
+impl Tally {
+    fn add(&mut self, s: &Suite) {
+        self.suites += 1;
+        self.benches += s.benches;
+        self.scopes += s.scopes;
+        self.rows += s.rows.len();
+        self.exact += s.rows.iter().filter(|r| r.is_exact()).count();
+        self.within += s.rows.iter().filter(|r| r.is_within_tolerance()).count();
+        self.page_diffs += s
+            .rows
+            .iter()
+            .filter(|r| {
+                r.pocketic.heap_increase != r.engine.heap_increase
+                    || r.pocketic.stable_memory_increase != r.engine.stable_memory_increase
+            })
+            .count();
+        // A bench counts as exact (within) when its total and all its scopes are.
+        for b in s.bench_rows() {
+            let rows = || s.rows.iter().filter(|r| r.bench == b.bench);
+            if rows().all(Row::is_exact) {
+                self.exact_benches += 1;
+            }
+            if rows().all(Row::is_within_tolerance) {
+                self.within_benches += 1;
+            }
+        }
+    }
+
+    fn merge(&mut self, t: &Tally) {
+        self.suites += t.suites;
+        self.benches += t.benches;
+        self.scopes += t.scopes;
+        self.rows += t.rows;
+        self.exact += t.exact;
+        self.within += t.within;
+        self.exact_benches += t.exact_benches;
+        self.within_benches += t.within_benches;
+        self.page_diffs += t.page_diffs;
+    }
+}
+
 /// Names of the generated sections, in the order they usually appear.
 pub const SECTIONS: &[&str] = &[
     "totals",
@@ -984,52 +1110,68 @@ pub fn render_section(name: &str, data: &ValidationData) -> Result<String, Valid
     let mut o = String::new();
     match name {
         "totals" => {
-            let (mut benches, mut scopes, mut exact, mut within, mut suites) = (0, 0, 0, 0, 0);
-            let mut worst: Option<(f64, String)> = None;
-            for (_, s) in data.suites() {
-                suites += 1;
-                benches += s.benches;
-                scopes += s.scopes;
-                exact += s.rows.iter().filter(|r| r.is_exact()).count();
-                within += s.rows.iter().filter(|r| r.is_within_tolerance()).count();
-                if let Some(w) = s.worst()
-                    && worst.as_ref().is_none_or(|(p, _)| w.worst_pct() > *p)
-                {
-                    worst = Some((w.worst_pct(), w.key()));
+            let mut t = Tally::default();
+            let mut repos_exact = 0;
+            for r in &data.repositories {
+                let mut tr = Tally::default();
+                for s in &r.suites {
+                    tr.add(s);
                 }
+                if tr.exact == tr.rows {
+                    repos_exact += 1;
+                }
+                t.merge(&tr);
             }
-            let rows = benches + scopes;
             let _ = writeln!(
                 o,
-                "- **{} repositories, {suites} results files, {benches} benchmarks** ({scopes} scopes \
-                 besides: {rows} rows, each with instructions, heap_increase and \
-                 stable_memory_increase, and calls for scopes).",
+                "- {} repositories, {} results files, **{} benchmarks** and {} scopes: {} rows, \
+                 each compared on instructions, heap_increase and stable_memory_increase (and \
+                 calls for scopes).",
+                data.repositories.len(),
+                t.suites,
+                t.benches,
+                t.scopes,
+                t.rows
+            );
+            let _ = writeln!(
+                o,
+                "- **Exact in every figure: {} of {} benchmarks** ({} of {} rows). Within \
+                 ±{TOLERANCE_PCT} % in every figure: {} benchmarks ({} rows).",
+                t.exact_benches, t.benches, t.exact, t.rows, t.within_benches, t.within
+            );
+            let _ = writeln!(
+                o,
+                "- Repositories reproduced exactly in every row: {repos_exact} of {}.",
                 data.repositories.len()
             );
             let _ = writeln!(
                 o,
-                "- **Exact in every figure: {exact} of {rows} rows.** Within ±{TOLERANCE_PCT} % in every \
-                 figure: {within} of {rows}. Beyond: {}.",
-                rows - within
+                "- Rows that differ in instructions only (heap and stable increase equal): {}; \
+                 rows whose heap or stable increase differs: {}.",
+                t.rows - t.exact - t.page_diffs,
+                t.page_diffs
             );
-            match worst {
-                Some((p, k)) => {
-                    let _ = writeln!(o, "- Largest difference: {k}, {} %.", signed_pct(p, 4));
-                }
-                None => {
-                    let _ = writeln!(o, "- No figure differs.");
-                }
-            }
         }
         "suites" => {
             o.push_str(
-                "| repository | results file | commit | compiler | benches | scopes | exact | within ±0.01 % | worst case |\n\
-                 |---|---|---|---|---:|---:|---:|---:|---|\n",
+                "| repository | results file @ commit | compiler | benches | scopes | exact | within ±0.01 % | median \\|Δ %\\| of the others | worst case (Δ instructions, Δ %) |\n\
+                 |---|---|---|---:|---:|---:|---:|---:|---|\n",
             );
             for (r, s) in data.suites() {
                 let rows = s.rows.len();
                 let exact = s.rows.iter().filter(|r| r.is_exact()).count();
                 let within = s.rows.iter().filter(|r| r.is_within_tolerance()).count();
+                let others: Vec<f64> = s
+                    .rows
+                    .iter()
+                    .filter(|r| !r.is_within_tolerance())
+                    .map(Row::worst_pct)
+                    .collect();
+                let med = if others.is_empty() {
+                    "–".to_string()
+                } else {
+                    format!("{:.3}", median(others))
+                };
                 let worst = match s.worst() {
                     None => "all exact".to_string(),
                     Some(w) => {
@@ -1039,7 +1181,7 @@ pub fn render_section(name: &str, data: &ValidationData) -> Result<String, Valid
                             None => "no note",
                         };
                         format!(
-                            "{}: {} ({} %), {status}",
+                            "{} ({}, {} %), {status}",
                             w.key(),
                             signed(w.delta.instructions),
                             signed_pct(w.delta.pct, 4)
@@ -1048,10 +1190,9 @@ pub fn render_section(name: &str, data: &ValidationData) -> Result<String, Valid
                 };
                 let _ = writeln!(
                     o,
-                    "| {} | `{}` | `{}` | {} | {} | {} | {exact}/{rows} | {within}/{rows} | {worst} |",
+                    "| {} | `{}` | {} | {} | {} | {exact}/{rows} | {within}/{rows} | {med} | {worst} |",
                     r.repository,
-                    s.results_file,
-                    &s.commit[..8],
+                    s.label(),
                     short_version(&s.compiler),
                     s.benches,
                     s.scopes,
@@ -1060,13 +1201,13 @@ pub fn render_section(name: &str, data: &ValidationData) -> Result<String, Valid
         }
         "builds" => {
             o.push_str(
-                "| repository | results file | commit (date) | written by canbench | compiler (why) | lockfile | wasm sha256 | engine commit |\n\
+                "| repository | results file | commit (date) | results written by | compiler (why) | lockfile | wasm sha256 | engine commit |\n\
                  |---|---|---|---|---|---|---|---|\n",
             );
             for (r, s) in data.suites() {
                 let _ = writeln!(
                     o,
-                    "| {} | `{}` | `{}` ({}) | {} | {} ({}) | {} | `{}…` | `{}` |",
+                    "| {} | `{}` | `{}` ({}) | canbench {} | {} ({}) | {} | `{}…` | `{}` |",
                     r.repository,
                     s.results_file,
                     s.commit,
@@ -1083,26 +1224,42 @@ pub fn render_section(name: &str, data: &ValidationData) -> Result<String, Valid
         "differences" => {
             let mut any = false;
             for (r, s) in data.suites() {
-                for row in s.rows.iter().filter(|row| !row.is_exact()) {
-                    if !any {
-                        o.push_str(
-                            "| repository | results file | bench | figure | PocketIC | engine | Δ | Δ % | status |\n\
-                             |---|---|---|---|---:|---:|---:|---:|---|\n",
-                        );
-                        any = true;
+                let mut diff: Vec<&Row> = s.rows.iter().filter(|row| !row.is_exact()).collect();
+                if diff.is_empty() {
+                    continue;
+                }
+                any = true;
+                diff.sort_by(|a, b| {
+                    b.worst_pct()
+                        .total_cmp(&a.worst_pct())
+                        .then(a.key().cmp(&b.key()))
+                });
+                let _ = writeln!(
+                    o,
+                    "**{} `{}`** ({} of {} rows differ{}):\n",
+                    r.repository,
+                    s.label(),
+                    diff.len(),
+                    s.rows.len(),
+                    if diff.len() > DIFFERENCES_SHOWN {
+                        format!(", the {DIFFERENCES_SHOWN} largest shown")
+                    } else {
+                        String::new()
                     }
-                    let note = data.notes.of(&r.repository, s, row);
-                    let status = match note.map(|n| n.status) {
-                        Some(NoteStatus::Measured) => "explained (below)",
-                        Some(NoteStatus::Open) => "open (below)",
-                        None => "no note",
+                );
+                o.push_str(
+                    "| bench | figure | PocketIC | engine | Δ | Δ % | note |\n|---|---|---:|---:|---:|---:|---|\n",
+                );
+                for row in diff.iter().take(DIFFERENCES_SHOWN) {
+                    let note = match data.notes.of(&r.repository, s, row) {
+                        Some(n) if n.bench.is_some() => "own",
+                        Some(_) => "suite",
+                        None => "none",
                     };
                     for (figure, p, e) in row.differences() {
                         let _ = writeln!(
                             o,
-                            "| {} | `{}` | {} | {figure} | {} | {} | {} | {} | {status} |",
-                            r.repository,
-                            s.results_file,
+                            "| {} | {figure} | {} | {} | {} | {} | {note} |",
                             row.key(),
                             thousands(p),
                             thousands(e),
@@ -1111,29 +1268,34 @@ pub fn render_section(name: &str, data: &ValidationData) -> Result<String, Valid
                         );
                     }
                 }
+                o.push('\n');
+                let mut notes: Vec<&Note> = data
+                    .notes
+                    .notes
+                    .iter()
+                    .filter(|n| n.is_for_suite(&r.repository, s))
+                    .collect();
+                notes.sort_by_key(|n| (n.bench.is_some(), n.bench.clone(), n.scope.clone()));
+                for n in notes {
+                    let status = match n.status {
+                        NoteStatus::Measured => "Explained",
+                        NoteStatus::Open => "Open question",
+                    };
+                    let whom = match (&n.bench, &n.scope) {
+                        (None, _) => "All differing rows".to_string(),
+                        (Some(b), None) => format!("`{b}`"),
+                        (Some(b), Some(sc)) => format!("`{b}::{sc}`"),
+                    };
+                    let _ = writeln!(o, "- {whom} ({status}). {}", n.note.trim());
+                }
+                o.push('\n');
             }
             if !any {
-                o.push_str("No row differs.\n");
-            } else {
-                o.push('\n');
-                for (r, s) in data.suites() {
-                    for row in s.rows.iter().filter(|row| !row.is_exact()) {
-                        if let Some(n) = data.notes.of(&r.repository, s, row) {
-                            let status = match n.status {
-                                NoteStatus::Measured => "Explained",
-                                NoteStatus::Open => "Open question",
-                            };
-                            let _ = writeln!(
-                                o,
-                                "- **{} `{}` {}** ({status}). {}",
-                                r.repository,
-                                s.results_file,
-                                row.key(),
-                                n.note.trim()
-                            );
-                        }
-                    }
-                }
+                o.push_str("No row differs.\n\n");
+            }
+            // The section ends with a blank line; drop it so the end marker follows the text.
+            while o.ends_with("\n\n") {
+                o.pop();
             }
         }
         "variance-summary" => {
@@ -1462,7 +1624,10 @@ mod tests {
             begin_marker("totals")
         );
         let out = regenerate_markdown(&md, &data).unwrap();
-        assert!(out.contains("Exact in every figure: 1 of 1 rows"), "{out}");
+        assert!(
+            out.contains("Exact in every figure: 1 of 1 benchmarks"),
+            "{out}"
+        );
         assert!(!out.contains("stale"));
         assert!(out.ends_with("after\n"));
         assert_eq!(regenerate_markdown(&out, &data).unwrap(), out);
@@ -1472,6 +1637,47 @@ mod tests {
         for s in SECTIONS {
             render_section(s, &data).unwrap();
         }
+    }
+
+    #[test]
+    fn every_differing_row_needs_a_note() {
+        let p = results(&[("a", 1000, &[]), ("b", 10, &[])]);
+        let e = results(&[("a", 1001, &[]), ("b", 10, &[])]);
+        let mut d = RepositoryData::new("o/r");
+        d.upsert(suite(compare(&p, &e).unwrap()));
+        let repos = vec![d];
+        let note = |bench: Option<&str>| Note {
+            repository: "o/r".into(),
+            results_file: "benchmarks/x/canbench_results.yml".into(),
+            commit: "0".repeat(40),
+            bench: bench.map(String::from),
+            scope: None,
+            status: NoteStatus::Open,
+            note: "why".into(),
+        };
+        let notes = |v: Vec<Note>| Notes {
+            about: String::new(),
+            notes: v,
+        };
+        assert!(notes(vec![]).check(&repos).is_err(), "row a has no note");
+        notes(vec![note(None)]).check(&repos).unwrap();
+        notes(vec![note(Some("a"))]).check(&repos).unwrap();
+        assert!(
+            notes(vec![note(Some("b"))]).check(&repos).is_err(),
+            "b is exact"
+        );
+        assert!(
+            notes(vec![note(Some("a")), note(Some("a"))])
+                .check(&repos)
+                .is_err(),
+            "duplicate"
+        );
+        let s = &repos[0].suites[0];
+        let n = notes(vec![note(None), note(Some("a"))]);
+        assert_eq!(
+            n.of("o/r", s, &s.rows[0]).unwrap().bench.as_deref(),
+            Some("a")
+        );
     }
 
     #[test]
