@@ -109,6 +109,9 @@ enum ValidationCommand {
         /// The engine's results file for the wasm built from that commit.
         #[arg(long)]
         engine: PathBuf,
+        /// The PocketIC server version the canbench that wrote the results runs.
+        #[arg(long)]
+        pocketic_server: String,
         /// The wasm the engine ran (its SHA-256 is recorded).
         #[arg(long)]
         wasm: PathBuf,
@@ -334,6 +337,7 @@ fn validation(cmd: ValidationCommand) -> Result<ExitCode, Box<dyn std::error::Er
             commit_date,
             pocketic,
             engine,
+            pocketic_server,
             wasm,
             compiler,
             compiler_source,
@@ -359,6 +363,7 @@ fn validation(cmd: ValidationCommand) -> Result<ExitCode, Box<dyn std::error::Er
                 commit,
                 commit_date,
                 canbench: published.version.clone(),
+                pocketic_server,
                 compiler,
                 compiler_source,
                 lockfile,

@@ -264,6 +264,8 @@ pub struct Suite {
     pub commit_date: String,
     /// The `version` field of the results file (the canbench that wrote it).
     pub canbench: String,
+    /// The PocketIC server that canbench version downloads and runs (its `canbench-bin`).
+    pub pocketic_server: String,
     /// `rustc -V` of the compiler the wasm was built with here.
     pub compiler: String,
     /// Why that compiler (the repository's `rust-toolchain.toml`, or the stable release of the date).
@@ -303,11 +305,14 @@ impl Suite {
         self.rows.iter().filter(|r| r.scope.is_none())
     }
 
-    /// The row with the largest |Δ%| of any figure (ties: largest |Δ instructions|), if any differs.
+    /// The differing row with the largest instruction |Δ %| (ties: largest |Δ|); a row whose
+    /// only difference is a page count comes after every row that differs in instructions.
     pub fn worst(&self) -> Option<&Row> {
         self.rows.iter().filter(|r| !r.is_exact()).max_by(|a, b| {
-            a.worst_pct()
-                .total_cmp(&b.worst_pct())
+            a.delta
+                .pct
+                .abs()
+                .total_cmp(&b.delta.pct.abs())
                 .then(a.delta.instructions.abs().cmp(&b.delta.instructions.abs()))
         })
     }
@@ -359,11 +364,12 @@ impl RepositoryData {
         let _ = writeln!(o, "repository: {}", scalar("repository", &self.repository)?);
         o.push_str("suites:\n");
         for s in &self.suites {
-            let fields: [(&'static str, &str); 10] = [
+            let fields: [(&'static str, &str); 11] = [
                 ("results_file", &s.results_file),
                 ("commit", &s.commit),
                 ("commit_date", &s.commit_date),
                 ("canbench", &s.canbench),
+                ("pocketic_server", &s.pocketic_server),
                 ("compiler", &s.compiler),
                 ("compiler_source", &s.compiler_source),
                 ("lockfile", &s.lockfile),
@@ -430,6 +436,7 @@ impl RepositoryData {
             for (k, v) in [
                 ("results_file", &s.results_file),
                 ("canbench", &s.canbench),
+                ("pocketic_server", &s.pocketic_server),
                 ("compiler_source", &s.compiler_source),
                 ("lockfile", &s.lockfile),
                 ("build", &s.build),
@@ -882,7 +889,11 @@ impl CompilerVariance {
 
 /// `(major, minor, patch)` of a `rustc X.Y.Z (...)` string.
 fn version_key(compiler: &str) -> (u32, u32, u32) {
-    let v = compiler.split_whitespace().nth(1).unwrap_or("");
+    semver_key(compiler.split_whitespace().nth(1).unwrap_or(""))
+}
+
+/// `(major, minor, patch)` of `X.Y.Z` (missing or malformed parts are 0).
+fn semver_key(v: &str) -> (u32, u32, u32) {
     let mut it = v.split(['.', '-']).map(|p| p.parse::<u32>().unwrap_or(0));
     (
         it.next().unwrap_or(0),
@@ -983,18 +994,20 @@ fn signed(n: i64) -> String {
     }
 }
 
+/// `p` with a sign and at least `decimals` decimals, more (up to 8) so that a small non-zero
+/// value shows two significant digits; `from 0` for an infinite change.
 fn signed_pct(p: f64, decimals: usize) -> String {
     if p.is_infinite() {
         return "from 0".into();
     }
-    let s = format!("{:.*}", decimals, p.abs());
-    if s.trim_start_matches(['0', '.']).is_empty() {
-        if p == 0.0 {
-            return "0".into();
-        }
-        return format!("{}{s}", if p < 0.0 { "−" } else { "+" });
+    if p == 0.0 {
+        return "0".into();
     }
-    format!("{}{s}", if p < 0.0 { "−" } else { "+" })
+    let mut d = decimals;
+    while d < 8 && p.abs() < 10f64.powi(1 - d as i32) {
+        d += 1;
+    }
+    format!("{}{:.*}", if p < 0.0 { "−" } else { "+" }, d, p.abs())
 }
 
 fn median(mut v: Vec<f64>) -> f64 {
@@ -1139,6 +1152,18 @@ pub fn render_section(name: &str, data: &ValidationData) -> Result<String, Valid
                  ±{TOLERANCE_PCT} % in every figure: {} benchmarks ({} rows).",
                 t.exact_benches, t.benches, t.exact, t.rows, t.within_benches, t.within
             );
+            let mut by_server: BTreeMap<&str, Tally> = BTreeMap::new();
+            for (_, s) in data.suites() {
+                by_server.entry(&s.pocketic_server).or_default().add(s);
+            }
+            for (server, t) in by_server.iter().rev() {
+                let _ = writeln!(
+                    o,
+                    "- Figures measured with PocketIC {server}: exact {} of {} benchmarks ({} of {} \
+                     rows), within ±{TOLERANCE_PCT} % {} benchmarks, in {} results files.",
+                    t.exact_benches, t.benches, t.exact, t.rows, t.within_benches, t.suites
+                );
+            }
             let _ = writeln!(
                 o,
                 "- Repositories reproduced exactly in every row: {repos_exact} of {}.",
@@ -1165,7 +1190,7 @@ pub fn render_section(name: &str, data: &ValidationData) -> Result<String, Valid
                     .rows
                     .iter()
                     .filter(|r| !r.is_within_tolerance())
-                    .map(Row::worst_pct)
+                    .map(|r| r.delta.pct.abs())
                     .collect();
                 let med = if others.is_empty() {
                     "–".to_string()
@@ -1207,12 +1232,13 @@ pub fn render_section(name: &str, data: &ValidationData) -> Result<String, Valid
             for (r, s) in data.suites() {
                 let _ = writeln!(
                     o,
-                    "| {} | `{}` | `{}` ({}) | canbench {} | {} ({}) | {} | `{}…` | `{}` |",
+                    "| {} | `{}` | `{}` ({}) | canbench {}, PocketIC {} | {} ({}) | {} | `{}…` | `{}` |",
                     r.repository,
                     s.results_file,
                     s.commit,
                     s.commit_date,
                     s.canbench,
+                    s.pocketic_server,
                     s.compiler,
                     s.compiler_source,
                     s.lockfile,
@@ -1388,6 +1414,48 @@ pub fn render_section(name: &str, data: &ValidationData) -> Result<String, Valid
     Ok(o)
 }
 
+/// How the README's validation line starts ([`readme_line`]).
+pub const README_PREFIX: &str = "**Validation:** ";
+
+/// The README's one-line summary of the validation, made from the data.
+pub fn readme_line(data: &ValidationData) -> String {
+    let mut t = Tally::default();
+    let mut worst = 0.0f64;
+    for (_, s) in data.suites() {
+        t.add(s);
+        if let Some(w) = s.worst() {
+            worst = worst.max(w.delta.pct.abs());
+        }
+    }
+    // The same counts for the suites measured with the newest PocketIC.
+    let newest = data
+        .suites()
+        .map(|(_, s)| s.pocketic_server.as_str())
+        .max_by_key(|v| semver_key(v))
+        .map(|v| {
+            let mut tn = Tally::default();
+            for (_, s) in data.suites().filter(|(_, s)| s.pocketic_server == v) {
+                tn.add(s);
+            }
+            format!(
+                " ({} of {} of those measured with PocketIC {v})",
+                tn.exact_benches, tn.benches
+            )
+        })
+        .unwrap_or_default();
+    format!(
+        "{README_PREFIX}the offline engine reproduces PocketIC's canbench figures exactly on {} of {} \
+         published benchmarks{newest} from {} repositories, each rebuilt from the commit of its \
+         results with that repository's own compiler; the others differ by at most {} % in \
+         instructions, with open causes \
+         ([src/offline_engine/VALIDATION.md](src/offline_engine/VALIDATION.md)).",
+        t.exact_benches,
+        t.benches,
+        data.repositories.len(),
+        signed_pct(worst, 2).trim_start_matches('+')
+    )
+}
+
 /// The opening marker of generated section `name`.
 pub fn begin_marker(name: &str) -> String {
     format!("<!-- generated from validation/*.yml (section {name}): do not edit -->")
@@ -1474,6 +1542,7 @@ mod tests {
             commit: "0".repeat(40),
             commit_date: "2026-01-02".into(),
             canbench: "0.2.0".into(),
+            pocketic_server: "9.0.1".into(),
             compiler: "rustc 1.84.0 (9fc6b4312 2025-01-07)".into(),
             compiler_source: "rust-toolchain.toml: 1.84.0".into(),
             lockfile: "Cargo.lock, --locked".into(),
