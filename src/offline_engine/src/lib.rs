@@ -30,6 +30,7 @@ pub mod instrument;
 pub mod stable;
 pub mod system_api;
 pub mod types;
+pub mod validation;
 
 pub use canister::Canister;
 pub use engine::{Engine, EngineConfig, Program, default_cache_dir};

@@ -78,6 +78,86 @@ enum Command {
         #[arg(long)]
         benchmarking: bool,
     },
+    /// Record validation data (`src/offline_engine/validation/`, see VALIDATION.md).
+    #[command(subcommand)]
+    Validation(Box<ValidationCommand>),
+}
+
+#[derive(Subcommand)]
+enum ValidationCommand {
+    /// Compare a published canbench results file with the engine's results for the same benches
+    /// and write the suite into a repository's data file (replacing the suite of that file).
+    Record {
+        /// The repository's data file (created if missing), e.g. validation/dfinity-canbench.yml.
+        #[arg(long)]
+        data: PathBuf,
+        /// `owner/name` on GitHub.
+        #[arg(long)]
+        repository: String,
+        /// Path of the results file in the repository.
+        #[arg(long)]
+        results_file: String,
+        /// The commit the figures were produced at (40 hex).
+        #[arg(long)]
+        commit: String,
+        /// Its committer date, YYYY-MM-DD.
+        #[arg(long)]
+        commit_date: String,
+        /// The published results file (a checkout of that commit).
+        #[arg(long)]
+        pocketic: PathBuf,
+        /// The engine's results file for the wasm built from that commit.
+        #[arg(long)]
+        engine: PathBuf,
+        /// The PocketIC server version the canbench that wrote the results runs.
+        #[arg(long)]
+        pocketic_server: String,
+        /// The wasm the engine ran (its SHA-256 is recorded).
+        #[arg(long)]
+        wasm: PathBuf,
+        /// `rustc -V` of the compiler that built it.
+        #[arg(long)]
+        compiler: String,
+        /// Why that compiler.
+        #[arg(long)]
+        compiler_source: String,
+        /// Lockfile use.
+        #[arg(long)]
+        lockfile: String,
+        /// The build command.
+        #[arg(long)]
+        build: String,
+        /// The engine commit whose binary produced `--engine` (40 hex).
+        #[arg(long)]
+        engine_commit: String,
+    },
+    /// Add one compiler's column to the compiler-variance data of the project canister.
+    Variance {
+        /// The data file (created if missing), e.g. validation/compiler_variance.yml.
+        #[arg(long)]
+        data: PathBuf,
+        /// `rustc -V` of the compiler.
+        #[arg(long)]
+        compiler: String,
+        /// The engine's results file for the wasm that compiler built.
+        #[arg(long)]
+        engine: PathBuf,
+        /// That wasm (its SHA-256 is recorded).
+        #[arg(long)]
+        wasm: PathBuf,
+        /// The baseline compiler (`rustc -V`), used when the file is created.
+        #[arg(long)]
+        baseline: String,
+        /// How the wasm was built, used when the file is created.
+        #[arg(long)]
+        build: String,
+        /// The project commit the canister was built from (40 hex), used when the file is created.
+        #[arg(long)]
+        source_commit: String,
+        /// The engine commit (40 hex), used when the file is created.
+        #[arg(long)]
+        engine_commit: String,
+    },
 }
 
 fn main() -> ExitCode {
@@ -226,6 +306,128 @@ fn run(cli: Cli) -> Result<ExitCode, Box<dyn std::error::Error>> {
                 exec.heap_dirty_pages,
                 exec.stable_dirty_pages,
                 exec.instructions_per_second() / 1e9
+            );
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Validation(cmd) => validation(*cmd),
+    }
+}
+
+fn sha256_file(path: &std::path::Path) -> Result<String, Box<dyn std::error::Error>> {
+    use sha2::Digest;
+    let bytes = std::fs::read(path).map_err(|e| format!("{}: {e}", path.display()))?;
+    Ok(hex::encode(sha2::Sha256::digest(bytes)))
+}
+
+fn validation(cmd: ValidationCommand) -> Result<ExitCode, Box<dyn std::error::Error>> {
+    use offline_engine::validation::{self, CompilerVariance, RepositoryData, Suite};
+    let read = |p: &std::path::Path| -> Result<Option<String>, Box<dyn std::error::Error>> {
+        match std::fs::read_to_string(p) {
+            Ok(t) => Ok(Some(t)),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+            Err(e) => Err(format!("{}: {e}", p.display()).into()),
+        }
+    };
+    match cmd {
+        ValidationCommand::Record {
+            data,
+            repository,
+            results_file,
+            commit,
+            commit_date,
+            pocketic,
+            engine,
+            pocketic_server,
+            wasm,
+            compiler,
+            compiler_source,
+            lockfile,
+            build,
+            engine_commit,
+        } => {
+            let published = ResultsFile::read(&pocketic)?;
+            if published.benches.is_empty() {
+                return Err(format!("{}: no benches", pocketic.display()).into());
+            }
+            let ours = ResultsFile::read(&engine)?;
+            let rows = validation::compare(&published, &ours)?;
+            let mut file = match read(&data)? {
+                Some(t) => serde_yaml::from_str::<RepositoryData>(&t)?,
+                None => RepositoryData::new(&repository),
+            };
+            if file.repository != repository {
+                return Err(format!("{} holds {}", data.display(), file.repository).into());
+            }
+            let suite = Suite {
+                results_file,
+                commit,
+                commit_date,
+                canbench: published.version.clone(),
+                pocketic_server,
+                compiler,
+                compiler_source,
+                lockfile,
+                build,
+                wasm_sha256: sha256_file(&wasm)?,
+                engine_commit,
+                benches: rows.iter().filter(|r| r.scope.is_none()).count(),
+                scopes: rows.iter().filter(|r| r.scope.is_some()).count(),
+                rows,
+            };
+            let exact = suite.rows.iter().filter(|r| r.is_exact()).count();
+            let within = suite
+                .rows
+                .iter()
+                .filter(|r| r.is_within_tolerance())
+                .count();
+            println!(
+                "{}: {} benches, {} scopes; exact {exact}/{n}, within ±{}% {within}/{n}",
+                suite.results_file,
+                suite.benches,
+                suite.scopes,
+                validation::TOLERANCE_PCT,
+                n = suite.rows.len()
+            );
+            for r in suite.rows.iter().filter(|r| !r.is_exact()) {
+                println!(
+                    "  {}: {:?} -> {:?} ({:+} instructions, {:+.6}%)",
+                    r.key(),
+                    r.pocketic,
+                    r.engine,
+                    r.delta.instructions,
+                    r.delta.pct
+                );
+            }
+            file.upsert(suite);
+            file.check()?;
+            std::fs::write(&data, file.to_yaml()?)?;
+            Ok(ExitCode::SUCCESS)
+        }
+        ValidationCommand::Variance {
+            data,
+            compiler,
+            engine,
+            wasm,
+            baseline,
+            build,
+            source_commit,
+            engine_commit,
+        } => {
+            let ours = ResultsFile::read(&engine)?;
+            if ours.benches.is_empty() {
+                return Err(format!("{}: no benches", engine.display()).into());
+            }
+            let mut file = match read(&data)? {
+                Some(t) => serde_yaml::from_str::<CompilerVariance>(&t)?,
+                None => CompilerVariance::new(&build, &source_commit, &engine_commit, &baseline),
+            };
+            file.upsert(&compiler, &sha256_file(&wasm)?, &ours)?;
+            std::fs::write(&data, file.to_yaml()?)?;
+            println!(
+                "{}: {} compilers, {} benches",
+                data.display(),
+                file.compilers.len(),
+                file.benches.len()
             );
             Ok(ExitCode::SUCCESS)
         }
