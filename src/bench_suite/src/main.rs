@@ -44,13 +44,13 @@ enum Command {
         #[command(flatten)]
         wasms: Wasms,
     },
-    /// Runs the reduced-scale suite and fails (exit 1) when any benchmark's instructions rise
-    /// more than the threshold over the baseline.
+    /// Runs the reduced-scale suite and fails (exit 1) when any figure moved by the threshold or
+    /// more in either direction, or a benchmark was added or removed.
     Check {
         /// The committed baseline.
         #[arg(long, default_value = "bench/baseline-ci.json")]
         baseline: PathBuf,
-        /// Threshold in percent.
+        /// Noise threshold in percent.
         #[arg(long, default_value_t = DEFAULT_THRESHOLD_PCT)]
         threshold: f64,
         #[command(flatten)]
@@ -118,19 +118,20 @@ fn real_main() -> Result<ExitCode> {
                 threshold,
             );
             println!(
-                "Instruction regression check (engine: {}; baseline {} of {}, threshold +{threshold}%)\n",
+                "Instruction check (engine: {}; baseline {} of {}, noise threshold {threshold}%)\n",
                 results.engine,
                 baseline.display(),
                 base.date
             );
             println!("{}", regression::render_table(&changes, threshold));
-            if regression::has_regression(&changes) {
+            if regression::fails(&changes) {
                 println!(
-                    "FAILED: instructions rose more than {threshold}% over the baseline. If intended, run `bench-suite update-baseline` and commit it."
+                    "FAILED: the figures moved by {threshold}% or more (either way), or benchmarks were added or removed. \
+                     If intended, run `scripts/check_regressions.sh --update` and commit the baseline with the change."
                 );
                 Ok(ExitCode::from(1))
             } else {
-                println!("OK: no benchmark rose more than {threshold}%.");
+                println!("OK: every figure is within {threshold}% of the baseline.");
                 Ok(ExitCode::SUCCESS)
             }
         }
