@@ -10,8 +10,10 @@ cd "$(dirname "$0")/.."
 
 scripts/build.sh
 BENCH_SCALE_DIVISOR=100 scripts/build.sh canbench
+# The same build as scripts/test.sh: the same features, so nothing is built twice.
+cargo build --release -q --workspace --all-targets
 if [ "${1:-}" = "--update" ]; then
-  cargo run --release -q -p bench_suite -- update-baseline --baseline bench/baseline-ci.json
+  target/release/bench-suite update-baseline --baseline bench/baseline-ci.json
 else
-  cargo run --release -q -p bench_suite -- check --baseline bench/baseline-ci.json --threshold 2
+  target/release/bench-suite check --baseline bench/baseline-ci.json --threshold 2
 fi
