@@ -324,6 +324,24 @@ impl Canister {
         self.store.data_mut().sys.stable = s;
     }
 
+    /// Adds `amount` cycles to the balance outside any message (what the management canister's
+    /// `provisional_top_up_canister` and PocketIC's `add_cycles` do); saturates at `u128::MAX`.
+    /// Returns the new balance.
+    pub fn add_cycles(&mut self, amount: u128) -> u128 {
+        let cycles = &mut self.store.data_mut().sys.cycles;
+        *cycles = cycles.saturating_add(amount);
+        *cycles
+    }
+
+    /// Replaces the controllers outside any message (the management canister's
+    /// `update_settings`): `ic0.is_controller` checks them from the next message on, and the
+    /// first one is the caller of the next upgrade's `canister_pre_upgrade` and
+    /// `canister_post_upgrade`.
+    pub fn set_controllers(&mut self, controllers: Vec<Vec<u8>>) {
+        self.store.data_mut().sys.controllers = controllers.clone();
+        self.settings.controllers = controllers;
+    }
+
     /// Number of queued messages (self-calls and responses) waiting for [`Self::tick`].
     pub fn queued(&self) -> usize {
         self.queue.len()
@@ -1088,8 +1106,20 @@ impl Canister {
         method: &str,
         arg: &[u8],
     ) -> Result<(MessageResult, Vec<Execution>), EngineError> {
+        self.update_and_wait_as(ANONYMOUS, method, arg)
+    }
+
+    /// Like [`Self::update_and_wait`] with an explicit caller (principal bytes). The answer of a
+    /// trap after the first execution (e.g. in a callback) is a `Reject` with
+    /// [`reject_code::CANISTER_ERROR`] and the trap message, as the caller would receive it.
+    pub fn update_and_wait_as(
+        &mut self,
+        caller: &[u8],
+        method: &str,
+        arg: &[u8],
+    ) -> Result<(MessageResult, Vec<Execution>), EngineError> {
         let context = self.next_id;
-        let first = self.update(method, arg)?;
+        let first = self.update_as(caller, method, arg)?;
         if first.result != MessageResult::NoReply {
             return Ok((first.result.clone(), vec![first]));
         }

@@ -1,13 +1,15 @@
 //! `offline-engine`: run canister wasm offline with the IC's metering.
 //!
-//! Subcommands: `canbench` (run the canister's canbench benchmarks), `candid` (print the
-//! Candid interface), `info` (imports, exports, metadata), `call` (install and run one message).
+//! Subcommands: `candid` (print the Candid interface), `info` (imports, exports, metadata),
+//! `call` (install and run one message), `validation record|variance` (validation data, see
+//! VALIDATION.md). canbench runs through the real canbench CLI and `offline-pocket-ic` (crate
+//! `pocket_ic_server`).
 
 use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
-use offline_engine::canbench::{self, ResultsFile, RunOptions};
+use offline_engine::validation::ResultsFile;
 use offline_engine::{Canister, Engine, EngineConfig, MessageResult, Settings, SubnetKind};
 
 #[derive(Parser)]
@@ -26,29 +28,6 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
-    /// Run the `__canbench__*` benchmarks of canbench.yml (like canbench, offline).
-    Canbench {
-        /// Only benchmarks whose name contains this.
-        pattern: Option<String>,
-        /// The canbench configuration.
-        #[arg(long, default_value = "canbench.yml")]
-        config: PathBuf,
-        /// Write the results as the new baseline.
-        #[arg(long)]
-        persist: bool,
-        /// Exit non-zero if a benchmark's instructions regressed beyond the noise threshold.
-        #[arg(long)]
-        fail_on_regression: bool,
-        /// Noise threshold in percent.
-        #[arg(long, default_value_t = 2.0)]
-        noise_threshold: f64,
-        /// Skip build_cmd.
-        #[arg(long)]
-        no_build: bool,
-        /// Results file (default: canbench_results.offline.yml next to canbench.yml).
-        #[arg(long)]
-        results_file: Option<PathBuf>,
-    },
     /// Print the Candid interface of a canister wasm.
     Candid {
         /// The wasm file.
@@ -182,47 +161,6 @@ fn run(cli: Cli) -> Result<ExitCode, Box<dyn std::error::Error>> {
         cache_dir: None,
     })?;
     match cli.command {
-        Command::Canbench {
-            pattern,
-            config,
-            persist,
-            fail_on_regression,
-            noise_threshold,
-            no_build,
-            results_file,
-        } => {
-            let options = RunOptions {
-                pattern,
-                noise_threshold,
-                persist,
-                skip_build: no_build,
-                results_file,
-            };
-            // The baseline as it was before this run (for the regression table).
-            let cfg = canbench::CanbenchConfig::read(&config)?;
-            let dir = config
-                .parent()
-                .filter(|p| !p.as_os_str().is_empty())
-                .unwrap_or(std::path::Path::new("."));
-            let baseline = ResultsFile::read(&canbench::results_path_for(
-                dir,
-                &cfg,
-                options.results_file.as_deref(),
-            ))?;
-            let mut out = std::io::stdout();
-            let mut progress = std::io::stderr();
-            let summary = canbench::run(&engine, &config, &options, &mut out, &mut progress)?;
-            let regressions = summary.regressions();
-            if fail_on_regression && !regressions.is_empty() {
-                eprintln!(
-                    "\n{} benchmark(s) regressed beyond the {noise_threshold}% noise threshold:",
-                    regressions.len()
-                );
-                canbench::write_change_table(&mut std::io::stderr(), &summary, &baseline)?;
-                return Ok(ExitCode::from(1));
-            }
-            Ok(ExitCode::SUCCESS)
-        }
         Command::Candid { wasm } => {
             let program = engine.load_file(&wasm)?;
             let (mut canister, _) =

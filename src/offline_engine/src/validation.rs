@@ -13,10 +13,11 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write as _;
+use std::path::Path;
 
 use serde::Deserialize;
 
-use crate::canbench::{BenchResult, Measurement, ResultsFile};
+use crate::canbench::{BenchResult, Measurement};
 
 /// Largest |Δ%| of a figure that still counts as "within ±0.01 %".
 pub const TOLERANCE_PCT: f64 = 0.01;
@@ -47,6 +48,39 @@ pub enum ValidationError {
     /// A generated section of the Markdown file is malformed or unknown.
     #[error("generated section: {0}")]
     Markdown(String),
+    /// A canbench results file could not be read or parsed.
+    #[error("{path}: {message}")]
+    Results {
+        /// The file.
+        path: String,
+        /// What went wrong.
+        message: String,
+    },
+}
+
+/// A canbench results file (`canbench_results.yml` schema: `benches` by name and the version of
+/// canbench that wrote it), read from a published repository or from the engine's run of the
+/// same wasm (`scripts/canbench.sh`, the real canbench through `offline-pocket-ic`). Unknown
+/// fields (such as the `engine:` line of older offline results) are ignored.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+pub struct ResultsFile {
+    /// Results per benchmark.
+    pub benches: BTreeMap<String, BenchResult>,
+    /// The canbench version that wrote the file.
+    #[serde(default)]
+    pub version: String,
+}
+
+impl ResultsFile {
+    /// Reads a results file. Errors: the file is missing or is not a results file.
+    pub fn read(path: &Path) -> Result<Self, ValidationError> {
+        let err = |message: String| ValidationError::Results {
+            path: path.display().to_string(),
+            message,
+        };
+        let text = std::fs::read_to_string(path).map_err(|e| err(e.to_string()))?;
+        serde_yaml::from_str(&text).map_err(|e| err(e.to_string()))
+    }
 }
 
 /// The figures of one measurement (a bench's total or one of its scopes).
@@ -1531,7 +1565,6 @@ mod tests {
                     )
                 })
                 .collect(),
-            engine: None,
             version: "0.2.0".into(),
         }
     }
