@@ -12,4 +12,4 @@ cd "$(dirname "$0")/.."
 # The same build as scripts/test.sh (see scripts/canbench.sh): nothing is built twice.
 cargo build --release -q --workspace --all-targets
 target/release/bench-suite canbench-check --config canbench.offline.yml --runner scripts/canbench.sh \
-  --trace seed_select "$@"
+  --trace users_orders_select "$@"

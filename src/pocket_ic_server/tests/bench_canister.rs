@@ -1,6 +1,7 @@
 //! The project's canister through the `pocket-ic` client and the server: canbench's own
 //! sequence of calls gives the same figures as the engine's direct run, and the deployable
-//! canister installs (in chunks when large), takes writes from its controller, flushes on its
+//! canister installs (in chunks when large), takes writes from its controller and refuses a
+//! stranger's with a reject (code 4), flushes on its
 //! timer across ticks and keeps its database across an upgrade. Build the wasms first
 //! (`scripts/test.sh` does); a missing wasm fails the test.
 
@@ -9,11 +10,12 @@ mod common;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use candid::{CandidType, Decode, Deserialize, Encode, Principal};
+use bench_api::{Counts, CountsResult, InitArgs, Outcome, Ticket, TicketStatus};
+use candid::{Decode, Encode, Principal};
 use common::*;
 use offline_engine::canbench::{self, BenchResult};
 use offline_engine::{Engine, EngineConfig};
-use pocket_ic::CanisterSettings;
+use pocket_ic::{CanisterSettings, RejectCode};
 
 fn wasm_file(name: &str) -> Vec<u8> {
     let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
@@ -45,9 +47,9 @@ fn canbench_s_calls_give_the_engine_s_direct_figures() {
     let program = engine.load(&wasm).unwrap();
     let mut direct = canbench::install(&engine, &program, &[], None).unwrap();
     let names = [
-        "seed_add_users",
-        "seed_select_like",
-        "seed_add_100_indexed_orders",
+        "users_orders_add_users",
+        "users_orders_select_like",
+        "users_orders_add_100_orders_indexed",
         "batched_insert_1",
     ];
     for name in names {
@@ -75,54 +77,6 @@ fn canbench_s_calls_give_the_engine_s_direct_figures() {
         .unwrap();
     let r: BenchResult = candid::decode_one(&reply).unwrap();
     assert!(!r.scopes.is_empty());
-}
-
-#[derive(CandidType, Deserialize, Clone, Debug, Default)]
-struct InitArgs {
-    flush_size: Option<u64>,
-    max_delay_ms: Option<u64>,
-    max_pending: Option<u64>,
-    flush_instruction_budget: Option<u64>,
-    outcome_capacity: Option<u64>,
-}
-
-#[derive(CandidType, Deserialize, Clone, Debug, PartialEq)]
-enum Outcome {
-    Committed {
-        rows_changed: u64,
-        last_insert_rowid: i64,
-    },
-    Failed(String),
-}
-
-#[derive(CandidType, Deserialize, Clone, Debug, PartialEq)]
-struct FlushSummary {
-    executed: u64,
-    committed: u64,
-    failed: u64,
-    remaining: u64,
-    more_due: bool,
-    instructions: u64,
-}
-
-#[derive(CandidType, Deserialize, Clone, Debug, PartialEq)]
-struct Submitted {
-    ticket: u64,
-    flushed: Option<FlushSummary>,
-}
-
-#[derive(CandidType, Deserialize, Clone, Debug, PartialEq)]
-enum WriteError {
-    QueueFull { capacity: u64 },
-    Invalid(String),
-    NotAuthorized,
-    Database(String),
-}
-
-#[derive(CandidType, Deserialize, Clone, Debug, PartialEq)]
-struct Counts {
-    users: u64,
-    orders: u64,
 }
 
 #[test]
@@ -161,16 +115,35 @@ fn deployable_canister_writes_flushes_on_its_timer_and_keeps_data_across_an_upgr
             last_insert_rowid: 1
         }
     );
+    // A refusal is a reject with code 4 (CanisterReject): here a caller that is not a writer.
+    let stranger = Principal::from_slice(&[0x5e, 0x12]);
+    let refused = pic
+        .update_call(
+            id,
+            stranger,
+            "create_user",
+            Encode!(&"bob", &"bob@example.com").unwrap(),
+        )
+        .expect_err("a stranger may not write");
+    assert_eq!(refused.reject_code, RejectCode::CanisterReject, "{refused:?}");
+    // A submit replies with its ticket; the op waits in the queue.
     let out = call("submit_create_order", Encode!(&1i64, &9.5f64).unwrap());
-    let submitted = Decode!(&out, Result<Submitted, WriteError>)
-        .unwrap()
-        .unwrap();
-    assert_eq!(submitted.flushed, None);
+    let ticket = Decode!(&out, Ticket).unwrap();
+    let status = |ticket: Ticket| {
+        let r = pic
+            .query_call(id, owner, "ticket_status", Encode!(&ticket).unwrap())
+            .unwrap();
+        Decode!(&r, TicketStatus).unwrap()
+    };
+    assert_eq!(status(ticket), TicketStatus::Pending);
     let counts = || {
         let r = pic
             .query_call(id, owner, "counts", Encode!().unwrap())
             .unwrap();
-        Decode!(&r, Result<Counts, String>).unwrap().unwrap()
+        match Decode!(&r, CountsResult).unwrap() {
+            CountsResult::Ok(c) => c,
+            CountsResult::Err(e) => panic!("counts: {e}"),
+        }
     };
     assert_eq!(
         counts(),
@@ -191,6 +164,11 @@ fn deployable_canister_writes_flushes_on_its_timer_and_keeps_data_across_an_upgr
             users: 1,
             orders: 1
         }
+    );
+    assert!(
+        matches!(status(ticket), TicketStatus::Committed { rows_changed: 1, .. }),
+        "{:?}",
+        status(ticket)
     );
 
     // The database lives in stable memory: an upgrade keeps it.
