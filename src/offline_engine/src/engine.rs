@@ -158,6 +158,8 @@ impl Engine {
             .wasm_multi_value(true)
             .wasm_simd(true)
             .wasm_tail_call(true)
+            // The written-page map is a second memory (`heap`, `instrument`).
+            .wasm_multi_memory(true)
             .max_wasm_stack(MAX_WASM_STACK)
             .async_stack_size(MAX_WASM_STACK + (1 << 20))
             .cranelift_nan_canonicalization(true)
@@ -249,13 +251,17 @@ impl Engine {
 
     /// Reads a wasm file and loads it (gzip-compressed files are refused with a clear error).
     pub fn load_file(&self, path: &Path) -> Result<Program, EngineError> {
-        let bytes = std::fs::read(path).map_err(|e| EngineError::io(path, e))?;
-        if bytes.starts_with(&[0x1f, 0x8b]) {
-            return Err(EngineError::Module(format!(
-                "{}: gzip-compressed wasm; decompress it first",
-                path.display()
-            )));
-        }
-        self.load(&bytes)
+        self.load(&read_wasm(path)?)
     }
+}
+
+fn read_wasm(path: &Path) -> Result<Vec<u8>, EngineError> {
+    let bytes = std::fs::read(path).map_err(|e| EngineError::io(path, e))?;
+    if bytes.starts_with(&[0x1f, 0x8b]) {
+        return Err(EngineError::Module(format!(
+            "{}: gzip-compressed wasm; decompress it first",
+            path.display()
+        )));
+    }
+    Ok(bytes)
 }
