@@ -26,6 +26,7 @@ pub mod engine;
 pub mod error;
 pub mod fees;
 pub mod heap;
+pub mod host_time;
 pub mod instrument;
 pub mod stable;
 pub mod system_api;

@@ -1,7 +1,8 @@
 //! `offline-engine`: run canister wasm offline with the IC's metering.
 //!
 //! Subcommands: `canbench` (run the canister's canbench benchmarks), `candid` (print the
-//! Candid interface), `info` (imports, exports, metadata), `call` (install and run one message).
+//! Candid interface), `info` (imports, exports, metadata), `call` (install and run one message),
+//! `host-time` (the engine's own time per message against the heap size).
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -77,6 +78,16 @@ enum Command {
         /// Use the benchmarking subnet limits.
         #[arg(long)]
         benchmarking: bool,
+    },
+    /// Measure the engine's own time per message against the heap size (a canister whose heap
+    /// is grown to each size runs updates and queries that write eight pages).
+    HostTime {
+        /// Heap sizes in MiB (multiples of 8).
+        #[arg(long, value_delimiter = ',', default_value = "16,64,256,1024")]
+        heap_mib: Vec<u64>,
+        /// Measured messages of each kind per size (the median is reported).
+        #[arg(long, default_value_t = 20)]
+        messages: u32,
     },
 }
 
@@ -177,6 +188,15 @@ fn run(cli: Cli) -> Result<ExitCode, Box<dyn std::error::Error>> {
             for (name, data) in &info.metadata {
                 println!("metadata {name}: {} bytes", data.len());
             }
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::HostTime { heap_mib, messages } => {
+            let mut rows = Vec::new();
+            for mib in heap_mib {
+                eprintln!("heap {mib} MiB ...");
+                rows.push(offline_engine::host_time::measure(&engine, mib, messages)?);
+            }
+            offline_engine::host_time::write_table(&mut std::io::stdout(), &rows)?;
             Ok(ExitCode::SUCCESS)
         }
         Command::Call {
