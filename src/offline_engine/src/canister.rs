@@ -20,6 +20,7 @@ use crate::heap::{DirtyMap, HeapShadow, take_written_pages};
 use crate::instrument::{
     COUNTER_EXPORT, DIRTY_MAP_EXPORT, MEMORY_EXPORT, START_EXPORT, TABLE_EXPORT,
 };
+use crate::profile::{ProfState, Profile};
 use crate::stable::{OS_PAGE, StableMemory, WASM_PAGE};
 use crate::system_api::{
     ApiMode, DirtyMapMemory, MessageCtx, OutgoingCall, StoreData, SystemState, TrapCause,
@@ -92,6 +93,8 @@ pub struct Canister {
     next_id: u64,
     /// Cross-check the tracked dirty pages with a full comparison (`set_dirty_page_check`).
     check_dirty_pages: bool,
+    /// The profile of the last execution (profiled programs).
+    last_profile: Option<Profile>,
 }
 
 impl std::fmt::Debug for Canister {
@@ -109,6 +112,7 @@ fn placeholder_data() -> StoreData {
         counter: None,
         memory: None,
         dirty_map: None,
+        profiler: None,
         sys: SystemState {
             canister_id: Vec::new(),
             controllers: Vec::new(),
@@ -237,6 +241,7 @@ impl Canister {
             counter: None,
             memory: None,
             dirty_map: None,
+            profiler: None,
             sys: SystemState {
                 canister_id: settings.canister_id.clone(),
                 controllers: settings.controllers.clone(),
@@ -272,6 +277,7 @@ impl Canister {
             ingress_results: HashMap::new(),
             next_id: 1,
             check_dirty_pages: false,
+            last_profile: None,
         };
         let exec =
             canister.run_install_entry_points(init_arg, "canister_init", "canister_init", 0)?;
@@ -358,6 +364,74 @@ impl Canister {
         self.check_dirty_pages = on;
     }
 
+    /// The profile of the last execution, if the program was loaded with
+    /// [`Engine::load_profiled`] (taken: a second call returns `None`). Executions are the
+    /// ones [`Execution`]s describe (an update with `canister_inspect_message` is two); an
+    /// upgrade is not profiled.
+    pub fn take_profile(&mut self) -> Option<Profile> {
+        self.last_profile.take()
+    }
+
+    /// Like [`Self::update`], returning the execution's [`Profile`] too. Errors if the program
+    /// was not loaded with [`Engine::load_profiled`].
+    pub fn update_profiled(
+        &mut self,
+        method: &str,
+        arg: &[u8],
+    ) -> Result<(Execution, Profile), EngineError> {
+        self.require_profiled()?;
+        self.last_profile = None;
+        let exec = self.update(method, arg)?;
+        Ok(self.profile_of(exec))
+    }
+
+    /// Like [`Self::query`], returning the execution's [`Profile`] too. Errors if the program
+    /// was not loaded with [`Engine::load_profiled`].
+    pub fn query_profiled(
+        &mut self,
+        method: &str,
+        arg: &[u8],
+    ) -> Result<(Execution, Profile), EngineError> {
+        self.require_profiled()?;
+        self.last_profile = None;
+        let exec = self.query(method, arg)?;
+        Ok(self.profile_of(exec))
+    }
+
+    fn require_profiled(&self) -> Result<(), EngineError> {
+        if self.program.is_profiled() {
+            Ok(())
+        } else {
+            Err(EngineError::Module(
+                "the program was not loaded with Engine::load_profiled".into(),
+            ))
+        }
+    }
+
+    /// `exec` with its profile (an empty one when nothing ran).
+    fn profile_of(&mut self, exec: Execution) -> (Execution, Profile) {
+        let profile = match self.last_profile.take() {
+            Some(p) => p,
+            None => Profile::empty(&exec.entry, self.profile_names()),
+        };
+        (exec, profile)
+    }
+
+    fn profile_names(&self) -> std::sync::Arc<[String]> {
+        self.program
+            .inner
+            .profile_names
+            .clone()
+            .unwrap_or_else(|| std::sync::Arc::from(Vec::new()))
+    }
+
+    /// Moves the current message's profile (if profiling) to `last_profile`.
+    fn capture_profile(&mut self, entry: &str) {
+        if let Some(state) = self.store.data_mut().profiler.take() {
+            self.last_profile = Some(state.finish(entry.to_string(), self.profile_names()));
+        }
+    }
+
     /// Number of queued messages (self-calls and responses) waiting for [`Self::tick`].
     pub fn queued(&self) -> usize {
         self.queue.len()
@@ -427,10 +501,13 @@ impl Canister {
         } else {
             sizes.reply_bytes
         };
+        let profiled = self.program.is_profiled();
+        self.last_profile = None;
         let data = self.store.data_mut();
         data.msg = msg;
         data.trap = None;
         data.sys.stable.begin();
+        data.profiler = profiled.then(|| Box::new(ProfState::new()));
         self.handles.counter.set(
             &mut self.store,
             Val::I64(i64::try_from(limit).unwrap_or(i64::MAX)),
@@ -442,6 +519,12 @@ impl Canister {
     fn call(&mut self, func: Func, params: &[Val]) -> Result<Option<String>, EngineError> {
         let store = &mut self.store;
         let result = on_big_stack(move || func.call(store, params, &mut []))?;
+        if self.store.data().profiler.is_some() {
+            let used = self.used();
+            if let Some(p) = self.store.data_mut().profiler.as_mut() {
+                p.close(used);
+            }
+        }
         match result {
             Ok(()) => Ok(None),
             Err(e) => {
@@ -803,6 +886,7 @@ impl Canister {
     ) -> Result<Execution, EngineError> {
         let mode = self.store.data().msg.mode;
         let logs = std::mem::take(&mut self.store.data_mut().msg.logs);
+        self.capture_profile(&entry);
         if let Some(message) = trap {
             self.rollback()?;
             return Ok(Execution {
@@ -1150,6 +1234,7 @@ impl Canister {
         let instructions = self.used();
         let accepted = self.store.data().msg.accepted;
         let logs = std::mem::take(&mut self.store.data_mut().msg.logs);
+        self.capture_profile("canister_inspect_message");
         self.rollback()?;
         let canister = principal_text(&self.store.data().sys.canister_id);
         let result = match trap {

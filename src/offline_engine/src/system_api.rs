@@ -13,6 +13,7 @@ use wasmtime::{Caller, Global, Linker, Memory, Val, WasmTy};
 
 use crate::heap::DirtyMap;
 use crate::instrument::{INJECTED_MODULE, OUT_OF_INSTRUCTIONS};
+use crate::profile::ProfState;
 use crate::stable::{
     MAX_32BIT_WASM_PAGES, MAX_STABLE_WASM_PAGES, OS_PAGE, OutOfBounds, StableMemory,
 };
@@ -378,6 +379,8 @@ pub(crate) struct StoreData {
     pub memory: Option<Memory>,
     /// The written-page map, which host functions writing the heap mark.
     pub dirty_map: Option<DirtyMapMemory>,
+    /// The current message's profile, when the program is profiled.
+    pub profiler: Option<Box<ProfState>>,
     pub sys: SystemState,
     pub msg: MessageCtx,
     pub trap: Option<TrapCause>,
@@ -1614,6 +1617,7 @@ mod tests {
             counter: None,
             memory: None,
             dirty_map: None,
+            profiler: None,
             sys: SystemState {
                 canister_id: vec![],
                 controllers: vec![],
