@@ -164,13 +164,13 @@ fn describe(e: &Execution) -> String {
     };
     format!(
         "{}: {result}\ninstructions: {} (billed {}), heap dirty pages: {}, stable dirty pages: {}, \
-         {:.3} s with the profiler",
+         {:.3} ms with the profiler",
         e.entry,
         e.instructions,
         e.billed_instructions,
         e.heap_dirty_pages,
         e.stable_dirty_pages,
-        e.wall_time.as_secs_f64()
+        e.wall_time.as_secs_f64() * 1e3
     )
 }
 

@@ -435,6 +435,18 @@ fn randomized_messages_wasm64() {
     randomized(true, 0x5eed_0064, 400);
 }
 
+/// The host-time benchmark's canister: its update writes eight pages in 688 instructions, at
+/// every heap size.
+#[test]
+fn host_time_benchmark_measures_the_same_message_at_every_size() {
+    let engine = engine();
+    for mib in [8, 64] {
+        let r = offline_engine::host_time::measure(&engine, mib, 2).expect("runs");
+        assert_eq!((r.update_instructions, r.update_dirty_pages), (688, 8));
+    }
+    assert!(offline_engine::host_time::measure(&engine, 12, 1).is_err());
+}
+
 /// The project's canister (built by `scripts/build.sh`) through installs, users, batched and
 /// unbatched writes, a flush by the timer, queries and an upgrade, with the full comparison on.
 #[test]
