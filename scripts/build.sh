@@ -4,6 +4,7 @@
 # Usage: scripts/build.sh            -> target/canister/bench_canister.wasm           (deployable)
 #        scripts/build.sh canbench   -> target/canister/bench_canister_canbench.wasm  (with __canbench__* queries;
 #                                       BENCH_SCALE_DIVISOR=100 for the CI scale, default 1 = full scale)
+# Each also writes <name>.named.wasm: the same module with its function names, for the profiler.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -27,5 +28,11 @@ RUSTFLAGS="${RUSTFLAGS:-} --remap-path-prefix=$PWD=/bench --remap-path-prefix=${
 mkdir -p target/canister
 wasi2ic target/wasm32-wasip1/release/bench_canister.wasm "$out.nowasi" >/dev/null
 ic-wasm "$out.nowasi" -o "$out" metadata candid:service -f src/bench_canister/bench_canister.did -v public "${keep[@]}"
+# The same module with its `name` section (function names), for `offline-engine profile`: only
+# that custom section differs, so every instruction count is the same (the canbench flavour keeps
+# its name section anyway, so there the two files are identical).
+named="${out%.wasm}.named.wasm"
+ic-wasm "$out.nowasi" -o "$named" metadata candid:service -f src/bench_canister/bench_canister.did -v public \
+  --keep-name-section
 rm "$out.nowasi"
-echo "built $out ($(stat -c %s "$out") bytes)"
+echo "built $out ($(stat -c %s "$out") bytes) and $named"

@@ -1,16 +1,22 @@
 //! `offline-engine`: run canister wasm offline with the IC's metering.
 //!
 //! Subcommands: `candid` (print the Candid interface), `info` (imports, exports, metadata),
-//! `call` (install and run one message), `validation record|variance` (validation data, see
+//! `call` (install and run one message), `profile` (the per-function instruction profile of one
+//! message), `profile-bench` (that of a canbench benchmark), `host-time` (the engine's own time
+//! per message against the heap size), `validation record|variance` (validation data, see
 //! VALIDATION.md). canbench runs through the real canbench CLI and `offline-pocket-ic` (crate
 //! `pocket_ic_server`).
 
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use clap::{Parser, Subcommand};
+use clap::{Args, Parser, Subcommand};
+use offline_engine::canbench::{self, BenchResult};
 use offline_engine::validation::ResultsFile;
-use offline_engine::{Canister, Engine, EngineConfig, MessageResult, Settings, SubnetKind};
+use offline_engine::{
+    Canister, Engine, EngineConfig, Execution, MessageResult, Profile, Program, Settings,
+    SubnetKind,
+};
 
 #[derive(Parser)]
 #[command(
@@ -56,6 +62,60 @@ enum Command {
         /// Use the benchmarking subnet limits.
         #[arg(long)]
         benchmarking: bool,
+    },
+    /// Install a wasm, make the setup calls, and profile one update (or query): instructions per
+    /// function with their call stacks, adding up to the message's instructions exactly.
+    Profile {
+        /// The wasm file (function names come from its `name` section: `scripts/build.sh`
+        /// writes `target/canister/*.named.wasm` with it).
+        wasm: PathBuf,
+        /// Method name.
+        method: String,
+        /// Run as a query.
+        #[arg(long)]
+        query: bool,
+        /// Candid argument, hex (default: empty tuple).
+        #[arg(long, default_value = "4449444c0000")]
+        arg_hex: String,
+        /// Candid install argument, hex (default: empty tuple).
+        #[arg(long, alias = "init-hex", default_value = "4449444c0000")]
+        install_hex: String,
+        /// An update to run before the profiled message, as METHOD or METHOD:ARG_HEX
+        /// (repeatable, in order).
+        #[arg(long)]
+        setup: Vec<String>,
+        /// Use the benchmarking subnet limits.
+        #[arg(long)]
+        benchmarking: bool,
+        #[command(flatten)]
+        output: ProfileOutput,
+    },
+    /// Profile one canbench benchmark (the `__canbench__<bench>` query, on the benchmarking
+    /// subnet, from the post-install state as canbench runs it).
+    ProfileBench {
+        /// The canbench wasm (with a `name` section for function names).
+        wasm: PathBuf,
+        /// The benchmark's name.
+        bench: String,
+        /// Candid install argument, hex (default: empty tuple; canbench.yml's `init_args.hex`).
+        #[arg(long, alias = "init-hex", default_value = "4449444c0000")]
+        install_hex: String,
+        /// A file whose bytes become the stable memory after install (canbench.yml's
+        /// `stable_memory.file`).
+        #[arg(long)]
+        stable_memory: Option<PathBuf>,
+        #[command(flatten)]
+        output: ProfileOutput,
+    },
+    /// Measure the engine's own time per message against the heap size (a canister whose heap
+    /// is grown to each size runs updates and queries that write eight pages).
+    HostTime {
+        /// Heap sizes in MiB (multiples of 8).
+        #[arg(long, value_delimiter = ',', default_value = "16,64,256,1024")]
+        heap_mib: Vec<u64>,
+        /// Measured messages of each kind per size (the median is reported).
+        #[arg(long, default_value_t = 20)]
+        messages: u32,
     },
     /// Record validation data (`src/offline_engine/validation/`, see VALIDATION.md).
     #[command(subcommand)]
@@ -139,6 +199,73 @@ enum ValidationCommand {
     },
 }
 
+
+/// Where a profile goes.
+#[derive(Args)]
+struct ProfileOutput {
+    /// Functions in the table (by self instructions).
+    #[arg(long, default_value_t = 30)]
+    top: usize,
+    /// Write a flame graph (SVG) here.
+    #[arg(long)]
+    svg: Option<PathBuf>,
+    /// Write the folded stacks here.
+    #[arg(long)]
+    folded: Option<PathBuf>,
+}
+
+fn hex_arg(what: &str, text: &str) -> Result<Vec<u8>, Box<dyn std::error::Error>> {
+    hex::decode(text.trim()).map_err(|e| format!("{what}: {e}").into())
+}
+
+fn describe(e: &Execution) -> String {
+    let result = match &e.result {
+        MessageResult::Reply(b) => format!("reply of {} bytes", b.len()),
+        other => format!("{other:?}"),
+    };
+    format!(
+        "{}: {result}\ninstructions: {} (billed {}), heap dirty pages: {}, stable dirty pages: {}, \
+         {:.3} ms with the profiler",
+        e.entry,
+        e.instructions,
+        e.billed_instructions,
+        e.heap_dirty_pages,
+        e.stable_dirty_pages,
+        e.wall_time.as_secs_f64() * 1e3
+    )
+}
+
+/// Warns when the program has no function names (a wasm without `name` section).
+fn warn_without_names(program: &Program) {
+    let imported = program.info().ic0_imports.len();
+    let named = program
+        .function_names()
+        .is_some_and(|names| names.iter().skip(imported).any(|n| !n.starts_with("func[")));
+    if !named {
+        eprintln!(
+            "warning: the wasm has no function names (no `name` section); profile the \
+             `.named.wasm` that scripts/build.sh writes next to it"
+        );
+    }
+}
+
+fn write_profile(
+    profile: &Profile,
+    output: &ProfileOutput,
+    title: &str,
+) -> Result<(), Box<dyn std::error::Error>> {
+    print!("{}", profile.top_table(output.top));
+    if let Some(path) = &output.folded {
+        std::fs::write(path, profile.folded())?;
+        eprintln!("folded stacks: {}", path.display());
+    }
+    if let Some(path) = &output.svg {
+        std::fs::write(path, profile.flamegraph_svg(title)?)?;
+        eprintln!("flame graph: {}", path.display());
+    }
+    Ok(())
+}
+
 fn main() -> ExitCode {
     let cli = Cli::parse();
     match run(cli) {
@@ -195,6 +322,98 @@ fn run(cli: Cli) -> Result<ExitCode, Box<dyn std::error::Error>> {
             for (name, data) in &info.metadata {
                 println!("metadata {name}: {} bytes", data.len());
             }
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Profile {
+            wasm,
+            method,
+            query,
+            arg_hex,
+            install_hex,
+            setup,
+            benchmarking,
+            output,
+        } => {
+            let program = engine.load_file_profiled(&wasm)?;
+            warn_without_names(&program);
+            let subnet = if benchmarking {
+                SubnetKind::Benchmarking
+            } else {
+                SubnetKind::Application
+            };
+            let settings = Settings {
+                subnet,
+                ..Settings::default()
+            };
+            let (mut canister, _) = Canister::install(
+                &engine,
+                &program,
+                &hex_arg("--install-hex", &install_hex)?,
+                settings,
+            )?;
+            for call in &setup {
+                let (m, arg) = match call.split_once(':') {
+                    Some((m, h)) => (m, hex_arg("--setup", h)?),
+                    None => (call.as_str(), b"DIDL\x00\x00".to_vec()),
+                };
+                let e = canister.update(m, &arg)?;
+                if e.result.is_trap() {
+                    return Err(format!("setup call {m}: {:?}", e.result).into());
+                }
+                eprintln!("setup {m}: {} instructions", e.instructions);
+            }
+            let arg = hex_arg("--arg-hex", &arg_hex)?;
+            let (exec, profile) = if query {
+                canister.query_profiled(&method, &arg)?
+            } else {
+                canister.update_profiled(&method, &arg)?
+            };
+            println!("{}\n", describe(&exec));
+            write_profile(&profile, &output, &exec.entry)?;
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::ProfileBench {
+            wasm,
+            bench,
+            install_hex,
+            stable_memory,
+            output,
+        } => {
+            let program = engine.load_file_profiled(&wasm)?;
+            warn_without_names(&program);
+            // Installed and called as canbench does (offline_engine::canbench, the runner the
+            // bench suite and offline-pocket-ic's callers share).
+            let stable = stable_memory.map(std::fs::read).transpose()?;
+            let mut canister = canbench::install(
+                &engine,
+                &program,
+                &hex_arg("--install-hex", &install_hex)?,
+                stable.as_deref(),
+            )?;
+            let (exec, profile) = canister.query_profiled(
+                &format!("{}{bench}", canbench::BENCH_PREFIX),
+                canbench::BENCH_ARG,
+            )?;
+            println!("{}", describe(&exec));
+            if let MessageResult::Reply(bytes) = &exec.result
+                && let Ok(r) = candid::decode_one::<BenchResult>(bytes)
+            {
+                println!(
+                    "canbench total: {} instructions (the benchmark's own count, inside the query)",
+                    r.total.instructions()
+                );
+            }
+            println!();
+            write_profile(&profile, &output, &format!("canbench {bench}"))?;
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::HostTime { heap_mib, messages } => {
+            let mut rows = Vec::new();
+            for mib in heap_mib {
+                eprintln!("heap {mib} MiB ...");
+                rows.push(offline_engine::host_time::measure(&engine, mib, messages)?);
+            }
+            offline_engine::host_time::write_table(&mut std::io::stdout(), &rows)?;
             Ok(ExitCode::SUCCESS)
         }
         Command::Call {
