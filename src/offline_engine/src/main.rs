@@ -199,7 +199,6 @@ enum ValidationCommand {
     },
 }
 
-
 /// Where a profile goes.
 #[derive(Args)]
 struct ProfileOutput {

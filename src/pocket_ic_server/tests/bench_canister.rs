@@ -1,9 +1,9 @@
 //! The project's canister through the `pocket-ic` client and the server: canbench's own
 //! sequence of calls gives the same figures as the engine's direct run, and the deployable
 //! canister installs (in chunks when large), takes writes from its controller and refuses a
-//! stranger's with a reject (code 4), flushes on its
-//! timer across ticks and keeps its database across an upgrade. Build the wasms first
-//! (`scripts/test.sh` does); a missing wasm fails the test.
+//! stranger's with a reject (code 4), flushes on its timer across ticks and keeps its database
+//! across an upgrade. Build the wasms first (`scripts/test.sh` does); a missing wasm fails the
+//! test.
 
 mod common;
 
@@ -125,7 +125,11 @@ fn deployable_canister_writes_flushes_on_its_timer_and_keeps_data_across_an_upgr
             Encode!(&"bob", &"bob@example.com").unwrap(),
         )
         .expect_err("a stranger may not write");
-    assert_eq!(refused.reject_code, RejectCode::CanisterReject, "{refused:?}");
+    assert_eq!(
+        refused.reject_code,
+        RejectCode::CanisterReject,
+        "{refused:?}"
+    );
     // A submit replies with its ticket; the op waits in the queue.
     let out = call("submit_create_order", Encode!(&1i64, &9.5f64).unwrap());
     let ticket = Decode!(&out, Ticket).unwrap();
@@ -166,7 +170,13 @@ fn deployable_canister_writes_flushes_on_its_timer_and_keeps_data_across_an_upgr
         }
     );
     assert!(
-        matches!(status(ticket), TicketStatus::Committed { rows_changed: 1, .. }),
+        matches!(
+            status(ticket),
+            TicketStatus::Committed {
+                rows_changed: 1,
+                ..
+            }
+        ),
         "{:?}",
         status(ticket)
     );
