@@ -6,6 +6,8 @@ cd "$(dirname "$0")/.."
 
 WASI2IC_VERSION=0.2.16
 IC_WASM_VERSION=0.11.1
+# The canbench CLI; scripts/canbench.sh runs it through offline-pocket-ic.
+CANBENCH_VERSION=0.7.0
 
 # rust-toolchain.toml pins the toolchain; make sure its wasm target is present.
 rustup target add wasm32-wasip1
@@ -18,3 +20,4 @@ need() { # need <binary> <crate> <version>
 }
 need wasi2ic wasi2ic "$WASI2IC_VERSION"
 need ic-wasm ic-wasm "$IC_WASM_VERSION"
+need canbench canbench "$CANBENCH_VERSION"

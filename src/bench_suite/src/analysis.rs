@@ -391,9 +391,20 @@ pub fn fmt_f(x: f64) -> String {
     }
 }
 
-/// Formats an instruction count like canbench (`1.94 B`, `202.28 M`).
+/// Formats an instruction count with two decimals and a unit (`1.94 B`, `202.28 M`, `999`).
 pub fn human(n: u64) -> String {
-    offline_engine::canbench::human(n)
+    let v = n as f64;
+    if n >= 1_000_000_000_000 {
+        format!("{:.2} T", v / 1e12)
+    } else if n >= 1_000_000_000 {
+        format!("{:.2} B", v / 1e9)
+    } else if n >= 1_000_000 {
+        format!("{:.2} M", v / 1e6)
+    } else if n >= 1_000 {
+        format!("{:.2} K", v / 1e3)
+    } else {
+        format!("{n}")
+    }
 }
 
 #[cfg(test)]

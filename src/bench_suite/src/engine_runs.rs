@@ -11,7 +11,7 @@ use anyhow::{Context, Result, anyhow, bail, ensure};
 use bench_api::fixture::{self, Workload};
 use bench_api::{BatchResult, InitArgs, Outcome, SqlStatement, Stats, UserOrderOp, WriteResult};
 use candid::{Decode, Encode};
-use offline_engine::canbench::BenchResult;
+use offline_engine::canbench;
 use offline_engine::{Canister, Engine, EngineConfig, Execution, MessageResult, Program, Settings};
 use serde::Serialize;
 
@@ -20,7 +20,7 @@ use crate::message_bench::{MessageKind, MessageRecord, Mode, ModeRun};
 use crate::progress::Progress;
 
 /// The engine label every table and file carries.
-pub const ENGINE_LABEL: &str = offline_engine::canbench::ENGINE_LABEL;
+pub const ENGINE_LABEL: &str = canbench::ENGINE_LABEL;
 
 /// Method name of the self-call ic-cdk-timers makes for every timer (ic-cdk-timers 1.0
 /// `global_timer.rs`); its payload is the 8-byte task id.
@@ -30,6 +30,7 @@ pub const TIMER_SELF_CALL_BYTES: u64 = TIMER_SELF_CALL_METHOD.len() as u64 + 8;
 
 /// One measurement of a canbench bench (canbench-rs's `Measurement`, absent fields as 0).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, serde::Deserialize)]
+#[serde(default)]
 pub struct Measured {
     /// Times the scope ran (1 for a total).
     pub calls: u64,
@@ -47,6 +48,7 @@ pub struct CanbenchFigures {
     /// The whole bench.
     pub total: Measured,
     /// Named scopes.
+    #[serde(default)]
     pub scopes: BTreeMap<String, Measured>,
 }
 
@@ -61,12 +63,27 @@ pub struct CanbenchRun {
     pub wall_seconds: f64,
 }
 
-fn measured(m: &offline_engine::canbench::Measurement) -> Measured {
-    Measured {
-        calls: m.calls.unwrap_or(0),
-        instructions: m.instructions(),
-        heap_increase: m.heap_increase.unwrap_or(0),
-        stable_memory_increase: m.stable_memory_increase.unwrap_or(0),
+impl From<&canbench::Measurement> for Measured {
+    fn from(m: &canbench::Measurement) -> Measured {
+        Measured {
+            calls: m.calls.unwrap_or(0),
+            instructions: m.instructions(),
+            heap_increase: m.heap_increase.unwrap_or(0),
+            stable_memory_increase: m.stable_memory_increase.unwrap_or(0),
+        }
+    }
+}
+
+impl From<&canbench::BenchResult> for CanbenchFigures {
+    fn from(r: &canbench::BenchResult) -> CanbenchFigures {
+        CanbenchFigures {
+            total: Measured::from(&r.total),
+            scopes: r
+                .scopes
+                .iter()
+                .map(|(k, v)| (k.clone(), Measured::from(v)))
+                .collect(),
+        }
     }
 }
 
@@ -88,17 +105,20 @@ pub fn load(engine: &Engine, path: &Path, build_hint: &str) -> Result<Program> {
         .with_context(|| format!("loading {} into the offline engine", path.display()))
 }
 
-/// Runs every `__canbench__*` bench of `program` as canbench does: one install on a benchmarking
-/// subnet, each bench a non-replicated query (so each starts from the post-install state).
-/// `filter` keeps only names it accepts.
+/// Runs every `__canbench__*` bench of `program` through `offline_engine::canbench`: one
+/// install on a benchmarking subnet with `init_arg` (canbench's default is empty) and
+/// `stable_memory` loaded after it, each bench a non-replicated query with canbench's argument,
+/// so each starts from the post-install state. `filter` keeps only names it accepts.
 pub fn run_canbench(
     engine: &Engine,
     program: &Program,
+    init_arg: &[u8],
+    stable_memory: Option<&[u8]>,
     filter: &dyn Fn(&str) -> bool,
     progress: &mut Progress,
 ) -> Result<CanbenchRun> {
     let started = Instant::now();
-    let (mut canister, _) = Canister::install(engine, program, &[], Settings::benchmarking())
+    let mut canister = canbench::install(engine, program, init_arg, stable_memory)
         .context("installing the canbench wasm")?;
     let names: Vec<String> = program
         .canbench_benchmarks()
@@ -112,26 +132,9 @@ pub fn run_canbench(
     let mut benches = BTreeMap::new();
     for (i, name) in names.iter().enumerate() {
         progress.step(&format!("canbench [{}/{}] {name}", i + 1, names.len()));
-        let exec = canister
-            .query(&format!("__canbench__{name}"), &[])
+        let run = canbench::run_benchmark(&mut canister, name)
             .with_context(|| format!("running bench {name}"))?;
-        let bytes = match &exec.result {
-            MessageResult::Reply(b) => b,
-            other => bail!("bench {name} did not reply: {other:?}"),
-        };
-        let r: BenchResult = candid::decode_one(bytes)
-            .with_context(|| format!("bench {name}: decoding canbench-rs BenchResult"))?;
-        benches.insert(
-            name.clone(),
-            CanbenchFigures {
-                total: measured(&r.total),
-                scopes: r
-                    .scopes
-                    .iter()
-                    .map(|(k, v)| (k.clone(), measured(v)))
-                    .collect(),
-            },
-        );
+        benches.insert(name.clone(), CanbenchFigures::from(&run.result));
     }
     Ok(CanbenchRun {
         wasm_sha256: program.sha256_hex(),

@@ -8,11 +8,14 @@
 //! - [`analysis`]: the canbench tables and the targets; [`report`], [`charts`], [`output`]:
 //!   `REPORT.md`, SVG charts, `results.json`.
 //! - [`reliability`]: the scenarios that try to stop, alter or empty the queue.
-//! - [`regression`]: the CI check against a committed baseline.
+//! - [`regression`]: the repository's one rule for comparing figures with a committed baseline
+//!   (the CI check of `bench/baseline-ci.json`); [`canbench_check`]: the CI gate of the results
+//!   real canbench writes through `offline-pocket-ic`.
 //! - [`suite`]: runs it all and collects the figures.
 #![deny(missing_docs)]
 
 pub mod analysis;
+pub mod canbench_check;
 pub mod charts;
 pub mod client;
 pub mod engine_runs;

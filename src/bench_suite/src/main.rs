@@ -5,6 +5,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use anyhow::{Context, Result};
+use bench_suite::canbench_check;
 use bench_suite::progress::Progress;
 use bench_suite::regression::{self, Baseline, DEFAULT_THRESHOLD_PCT};
 use bench_suite::suite::{self, Scale, SuiteConfig};
@@ -44,13 +45,13 @@ enum Command {
         #[command(flatten)]
         wasms: Wasms,
     },
-    /// Runs the reduced-scale suite and fails (exit 1) when any benchmark's instructions rise
-    /// more than the threshold over the baseline.
+    /// Runs the reduced-scale suite and fails (exit 1) when any figure moved by the threshold or
+    /// more in either direction, or a benchmark was added or removed.
     Check {
         /// The committed baseline.
         #[arg(long, default_value = "bench/baseline-ci.json")]
         baseline: PathBuf,
-        /// Threshold in percent.
+        /// Noise threshold in percent.
         #[arg(long, default_value_t = DEFAULT_THRESHOLD_PCT)]
         threshold: f64,
         #[command(flatten)]
@@ -62,6 +63,25 @@ enum Command {
         /// The deployable canister wasm (built by scripts/build.sh).
         #[arg(long, default_value = "target/canister/bench_canister.wasm")]
         wasm: PathBuf,
+    },
+    /// The CI gate of the canbench results: runs the real canbench through offline-pocket-ic
+    /// with --persist --csv --show-summary, fails if any figure of the committed results moved
+    /// by the threshold or more (either way) or a benchmark was added or removed, checks that
+    /// every figure equals the engine's direct run, and optionally that --instruction-tracing
+    /// writes flamegraphs.
+    CanbenchCheck {
+        /// The canbench configuration of the offline runs.
+        #[arg(long, default_value = "canbench.offline.yml")]
+        config: PathBuf,
+        /// The command that runs canbench through the server with the flags it is given.
+        #[arg(long, default_value = "scripts/canbench.sh")]
+        runner: PathBuf,
+        /// Noise threshold in percent (canbench's default).
+        #[arg(long, default_value_t = DEFAULT_THRESHOLD_PCT)]
+        threshold: f64,
+        /// Also run canbench --instruction-tracing on the benchmarks whose name contains this.
+        #[arg(long)]
+        trace: Option<String>,
     },
     /// Runs the reduced-scale suite and rewrites the baseline.
     UpdateBaseline {
@@ -125,19 +145,20 @@ fn real_main() -> Result<ExitCode> {
                 threshold,
             );
             println!(
-                "Instruction regression check (engine: {}; baseline {} of {}, threshold +{threshold}%)\n",
+                "Instruction check (engine: {}; baseline {} of {}, noise threshold {threshold}%)\n",
                 results.engine,
                 baseline.display(),
                 base.date
             );
             println!("{}", regression::render_table(&changes, threshold));
-            if regression::has_regression(&changes) {
+            if regression::fails(&changes) {
                 println!(
-                    "FAILED: instructions rose more than {threshold}% over the baseline. If intended, run `bench-suite update-baseline` and commit it."
+                    "FAILED: the figures moved by {threshold}% or more (either way), or benchmarks were added or removed. \
+                     If intended, run `scripts/check_regressions.sh --update` and commit the baseline with the change."
                 );
                 Ok(ExitCode::from(1))
             } else {
-                println!("OK: no benchmark rose more than {threshold}%.");
+                println!("OK: every figure is within {threshold}% of the baseline.");
                 Ok(ExitCode::SUCCESS)
             }
         }
@@ -176,6 +197,51 @@ fn real_main() -> Result<ExitCode> {
                 Ok(ExitCode::SUCCESS)
             } else {
                 println!("FAILED: an acknowledged op was lost or altered");
+                Ok(ExitCode::from(1))
+            }
+        }
+        Command::CanbenchCheck {
+            config,
+            runner,
+            threshold,
+            trace,
+        } => {
+            let options = canbench_check::CheckOptions {
+                config,
+                runner,
+                threshold,
+                trace,
+            };
+            let outcome = canbench_check::run(&options, &mut progress)?;
+            println!(
+                "\ncanbench results against the committed ones (engine: {}, noise threshold {threshold}%):\n",
+                bench_suite::engine_runs::ENGINE_LABEL
+            );
+            println!("{}", regression::render_table(&outcome.changes, threshold));
+            if outcome.mismatches.is_empty() {
+                println!("Every figure equals the engine's direct run of the same benchmarks.");
+            } else {
+                println!("Figures that differ from the engine's direct run:");
+                for m in &outcome.mismatches {
+                    println!("  {m}");
+                }
+            }
+            for svg in &outcome.missing_flamegraphs {
+                println!("No fresh flamegraph: {svg}");
+            }
+            println!(
+                "Wall time: canbench through offline-pocket-ic {:.1} s (including its build_cmd); \
+                 the engine's direct run of the same benchmarks {:.1} s.",
+                outcome.canbench_seconds, outcome.direct_seconds
+            );
+            if outcome.passed() {
+                println!("OK: the committed canbench results are up to date.");
+                Ok(ExitCode::SUCCESS)
+            } else {
+                println!(
+                    "FAILED: the committed canbench results are not up to date. If the change is intended, \
+                     run `scripts/canbench.sh --persist` and commit the results file with it."
+                );
                 Ok(ExitCode::from(1))
             }
         }

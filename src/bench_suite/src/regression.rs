@@ -1,5 +1,11 @@
-//! The CI instruction-regression check: compare a run's instruction counts with a committed
-//! baseline and classify each benchmark, as canbench's CI script does.
+//! The repository's one rule for comparing benchmark figures with a committed baseline, as
+//! canbench classifies them and its CI script gates on them.
+//!
+//! A figure changed when |Δ%| ≥ the threshold, Δ% = (new − old) / old × 100 (canbench's formula;
+//! from 0 any change counts). A change in either direction fails, as do new and removed
+//! figures: the committed baseline must be updated with the change, so it can neither drift
+//! downward (and let a later regression back in) nor go stale. Changes below the threshold are
+//! noise and pass.
 
 use std::collections::BTreeMap;
 use std::fmt::Write;
@@ -8,7 +14,7 @@ use std::path::Path;
 use anyhow::{Context, Result};
 use serde::{Deserialize, Serialize};
 
-/// Default threshold: a rise of more than this many percent fails the check.
+/// Default noise threshold in percent (canbench's default).
 pub const DEFAULT_THRESHOLD_PCT: f64 = 2.0;
 
 /// The committed baseline (`bench/baseline-ci.json`).
@@ -50,30 +56,38 @@ impl Baseline {
 /// How one benchmark moved.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub enum Status {
-    /// Rose by more than the threshold: the check fails.
+    /// Rose by at least the threshold (or from 0): the check fails.
     Regressed,
-    /// Fell by more than the threshold (update the baseline to lock it in).
+    /// Fell by at least the threshold: the check fails until the baseline is updated.
     Improved,
-    /// Changed, but by no more than the threshold.
+    /// Changed by less than the threshold (noise).
     WithinThreshold,
     /// Identical.
     Unchanged,
-    /// Not in the baseline.
+    /// Not in the baseline: the check fails until the baseline is updated.
     New,
-    /// In the baseline, not in this run.
+    /// In the baseline, not in this run: the check fails until the baseline is updated.
     Removed,
 }
 
 impl Status {
+    /// True if this status fails the check.
+    pub fn fails(self) -> bool {
+        matches!(
+            self,
+            Status::Regressed | Status::Improved | Status::New | Status::Removed
+        )
+    }
+
     /// Label for the table.
     pub fn label(self) -> &'static str {
         match self {
             Status::Regressed => "REGRESSED",
-            Status::Improved => "improved",
+            Status::Improved => "IMPROVED",
             Status::WithinThreshold => "within threshold",
             Status::Unchanged => "unchanged",
-            Status::New => "new",
-            Status::Removed => "removed",
+            Status::New => "NEW",
+            Status::Removed => "REMOVED",
         }
     }
 }
@@ -93,7 +107,27 @@ pub struct Change {
     pub status: Status,
 }
 
-/// Compares `new` against `baseline`: a rise of more than `threshold_pct` percent is a regression.
+/// Classifies `new` against `old` with canbench's rule: unchanged if equal; from 0 any change
+/// is a regression; else Δ% = (new − old) / old × 100 counts when |Δ%| ≥ `threshold_pct`.
+pub fn classify(old: u64, new: u64, threshold_pct: f64) -> (Option<f64>, Status) {
+    if old == new {
+        return (Some(0.0), Status::Unchanged);
+    }
+    if old == 0 {
+        return (None, Status::Regressed);
+    }
+    let d = ((new as f64 - old as f64) / old as f64) * 100.0;
+    let status = if d.abs() < threshold_pct {
+        Status::WithinThreshold
+    } else if d > 0.0 {
+        Status::Regressed
+    } else {
+        Status::Improved
+    };
+    (Some(d), status)
+}
+
+/// Compares `new` against `baseline` figure by figure with [`classify`].
 pub fn compare(
     baseline: &BTreeMap<String, u64>,
     new: &BTreeMap<String, u64>,
@@ -109,19 +143,7 @@ pub fn compare(
             let (delta_pct, status) = match (old, cur) {
                 (None, _) => (None, Status::New),
                 (Some(_), None) => (None, Status::Removed),
-                (Some(o), Some(c)) if o == c => (Some(0.0), Status::Unchanged),
-                (Some(0), Some(_)) => (None, Status::Regressed),
-                (Some(o), Some(c)) => {
-                    let d = (c as f64 - o as f64) / o as f64 * 100.0;
-                    let s = if d > threshold_pct {
-                        Status::Regressed
-                    } else if d < -threshold_pct {
-                        Status::Improved
-                    } else {
-                        Status::WithinThreshold
-                    };
-                    (Some(d), s)
-                }
+                (Some(o), Some(c)) => classify(o, c, threshold_pct),
             };
             Change {
                 name: name.clone(),
@@ -134,18 +156,18 @@ pub fn compare(
         .collect()
 }
 
-/// True if any benchmark regressed.
-pub fn has_regression(changes: &[Change]) -> bool {
-    changes.iter().any(|c| c.status == Status::Regressed)
+/// True if any change fails the check (regressed, improved, new or removed).
+pub fn fails(changes: &[Change]) -> bool {
+    changes.iter().any(|c| c.status.fails())
 }
 
-/// A markdown table of the changes plus a summary line.
+/// A markdown table of the figures that are not unchanged, plus a summary line over all.
 pub fn render_table(changes: &[Change], threshold_pct: f64) -> String {
     let mut s = String::new();
     let cell = |v: Option<u64>| v.map(crate::analysis::fmt_u).unwrap_or_else(|| "-".into());
     let _ = writeln!(s, "| benchmark | baseline | new | Δ% | status |");
     let _ = writeln!(s, "|---|---:|---:|---:|---|");
-    for c in changes {
+    for c in changes.iter().filter(|c| c.status != Status::Unchanged) {
         let d = c
             .delta_pct
             .map(|d| format!("{d:+.2}%"))
@@ -162,14 +184,14 @@ pub fn render_table(changes: &[Change], threshold_pct: f64) -> String {
     let count = |st: Status| changes.iter().filter(|c| c.status == st).count();
     let _ = writeln!(
         s,
-        "\n{} benchmarks: {} regressed (> +{threshold_pct}%), {} improved (< -{threshold_pct}%), {} within threshold, {} unchanged, {} new, {} removed",
+        "\n{} figures: {} regressed (≥ +{threshold_pct}%), {} improved (≤ -{threshold_pct}%), {} new, {} removed, {} within the noise threshold, {} unchanged",
         changes.len(),
         count(Status::Regressed),
         count(Status::Improved),
-        count(Status::WithinThreshold),
-        count(Status::Unchanged),
         count(Status::New),
-        count(Status::Removed)
+        count(Status::Removed),
+        count(Status::WithinThreshold),
+        count(Status::Unchanged)
     );
     s
 }
@@ -190,7 +212,8 @@ mod tests {
             ("within", 1_000),
             ("same", 7),
             ("gone", 5),
-            ("edge", 1_000),
+            ("edge_up", 1_000),
+            ("edge_down", 1_000),
             ("zero", 0),
         ]);
         let new = map(&[
@@ -199,7 +222,8 @@ mod tests {
             ("within", 1_019),
             ("same", 7),
             ("fresh", 9),
-            ("edge", 1_020),
+            ("edge_up", 1_020),
+            ("edge_down", 980),
             ("zero", 1),
         ]);
         let ch = compare(&old, &new, DEFAULT_THRESHOLD_PCT);
@@ -207,27 +231,54 @@ mod tests {
         assert_eq!(st("reg"), Status::Regressed);
         assert_eq!(st("imp"), Status::Improved);
         assert_eq!(st("within"), Status::WithinThreshold);
-        assert_eq!(st("edge"), Status::WithinThreshold); // exactly +2.00 % is not "more than 2 %"
+        // |Δ| = 2.00 % is a change (canbench: `diff.abs() < noise_threshold` is noise).
+        assert_eq!(st("edge_up"), Status::Regressed);
+        assert_eq!(st("edge_down"), Status::Improved);
         assert_eq!(st("same"), Status::Unchanged);
         assert_eq!(st("fresh"), Status::New);
         assert_eq!(st("gone"), Status::Removed);
         assert_eq!(st("zero"), Status::Regressed);
-        assert!(has_regression(&ch));
-        let ok = compare(&old, &map(&[("imp", 1)]), 2.0);
-        assert!(
-            !has_regression(&ok),
-            "new, removed and improved do not fail"
-        );
+        assert!(fails(&ch));
+        for only in ["imp", "fresh", "gone", "reg"] {
+            let one: Vec<Change> = ch.iter().filter(|c| c.name == only).cloned().collect();
+            assert!(fails(&one), "{only} fails the check");
+        }
+        let noise: Vec<Change> = ch
+            .iter()
+            .filter(|c| c.name == "within" || c.name == "same")
+            .cloned()
+            .collect();
+        assert!(!fails(&noise), "noise and unchanged pass");
     }
 
     #[test]
-    fn table_lists_every_row_and_a_summary() {
-        let ch = compare(&map(&[("a", 100)]), &map(&[("a", 110), ("b", 1)]), 2.0);
+    fn classify_matches_canbench_s_formula() {
+        assert_eq!(classify(100, 100, 2.0), (Some(0.0), Status::Unchanged));
+        assert_eq!(classify(0, 0, 2.0), (Some(0.0), Status::Unchanged));
+        assert_eq!(classify(0, 5, 2.0), (None, Status::Regressed));
+        assert_eq!(classify(200, 196, 2.0), (Some(-2.0), Status::Improved));
+        assert_eq!(
+            classify(200, 197, 2.0),
+            (Some(-1.5), Status::WithinThreshold)
+        );
+        assert_eq!(classify(3, 4, 50.0).1, Status::WithinThreshold);
+    }
+
+    #[test]
+    fn table_lists_the_changed_rows_and_a_summary() {
+        let ch = compare(
+            &map(&[("a", 100), ("same", 3)]),
+            &map(&[("a", 110), ("b", 1), ("same", 3)]),
+            2.0,
+        );
         let t = render_table(&ch, 2.0);
         assert!(t.contains("| benchmark | baseline | new | Δ% | status |"));
         assert!(t.contains("| a | 100 | 110 | +10.00% | REGRESSED |"));
-        assert!(t.contains("| b | - | 1 | - | new |"));
-        assert!(t.contains("1 regressed"));
+        assert!(t.contains("| b | - | 1 | - | NEW |"));
+        assert!(!t.contains("| same |"));
+        assert!(t.contains(
+            "3 figures: 1 regressed (≥ +2%), 0 improved (≤ -2%), 1 new, 0 removed, 0 within the noise threshold, 1 unchanged"
+        ));
     }
 
     #[test]

@@ -327,7 +327,8 @@ pub fn run(config: &SuiteConfig, progress: &mut Progress) -> Result<SuiteResults
     let canbench_program = engine_runs::load(&engine, &config.canbench_wasm, BUILD_HINT_CANBENCH)?;
     progress.step(&format!("loading {}", config.deployable_wasm.display()));
     let deployable = engine_runs::load(&engine, &config.deployable_wasm, BUILD_HINT_DEPLOYABLE)?;
-    let canbench = engine_runs::run_canbench(&engine, &canbench_program, &|_| true, progress)?;
+    let canbench =
+        engine_runs::run_canbench(&engine, &canbench_program, &[], None, &|_| true, progress)?;
     check_scale(config.scale, &canbench)?;
     let mut message_runs = Vec::new();
     for mode in Mode::ALL {

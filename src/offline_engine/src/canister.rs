@@ -3,9 +3,11 @@
 //!
 //! One wasmtime instance is kept across messages. A shadow copy of the heap (as of the last
 //! committed message) gives the dirty-page count of each message and lets a trapped message or
-//! a query be undone page by page; when the memory grew in such a message, the instance is
-//! re-created from the shadow (the IC itself re-instantiates for every message, so tables are
-//! not persistent there either). Stable memory has its own undo log, mutable globals a snapshot.
+//! a query be undone page by page; only the pages the written-page map names are compared
+//! (`crate::heap`). When the memory grew in such a message, the instance is re-created and the
+//! pages committed since instantiation are copied back from the shadow (the IC itself
+//! re-instantiates for every message, so tables are not persistent there either). Stable memory
+//! has its own undo log, mutable globals a snapshot.
 
 use std::collections::{HashMap, VecDeque};
 use std::time::{Duration, Instant};
@@ -14,10 +16,15 @@ use wasmtime::{Func, Global, Instance, Memory, Ref, Store, Table, Val};
 
 use crate::engine::{EXECUTION_STACK, Engine, Program};
 use crate::error::EngineError;
-use crate::heap::HeapShadow;
-use crate::instrument::{COUNTER_EXPORT, MEMORY_EXPORT, START_EXPORT, TABLE_EXPORT};
-use crate::stable::{StableMemory, WASM_PAGE};
-use crate::system_api::{ApiMode, MessageCtx, OutgoingCall, StoreData, SystemState, TrapCause};
+use crate::heap::{DirtyMap, HeapShadow, take_written_pages};
+use crate::instrument::{
+    COUNTER_EXPORT, DIRTY_MAP_EXPORT, MEMORY_EXPORT, START_EXPORT, TABLE_EXPORT,
+};
+use crate::profile::{ProfState, Profile};
+use crate::stable::{OS_PAGE, StableMemory, WASM_PAGE};
+use crate::system_api::{
+    ApiMode, DirtyMapMemory, MessageCtx, OutgoingCall, StoreData, SystemState, TrapCause,
+};
 use crate::types::{ANONYMOUS, Execution, MessageResult, Settings, reject_code};
 
 /// Upper bound on executions one [`Canister::tick`] performs.
@@ -26,6 +33,7 @@ const MAX_TICK_EXECUTIONS: usize = 1_000_000;
 /// Handles into the current instance.
 struct Handles {
     memory: Option<Memory>,
+    dirty_map: Option<DirtyMapMemory>,
     table: Option<Table>,
     counter: Global,
     globals: Vec<Global>,
@@ -83,6 +91,10 @@ pub struct Canister {
     callbacks: HashMap<u64, Callback>,
     ingress_results: HashMap<u64, MessageResult>,
     next_id: u64,
+    /// Cross-check the tracked dirty pages with a full comparison (`set_dirty_page_check`).
+    check_dirty_pages: bool,
+    /// The profile of the last execution (profiled programs).
+    last_profile: Option<Profile>,
 }
 
 impl std::fmt::Debug for Canister {
@@ -99,6 +111,8 @@ fn placeholder_data() -> StoreData {
     StoreData {
         counter: None,
         memory: None,
+        dirty_map: None,
+        profiler: None,
         sys: SystemState {
             canister_id: Vec::new(),
             controllers: Vec::new(),
@@ -124,6 +138,17 @@ fn instantiate(
     let mut store = Store::new(engine, data);
     let instance: Instance = program.inner.pre.instantiate(&mut store)?;
     let memory = instance.get_memory(&mut store, MEMORY_EXPORT);
+    let dirty_map = instance
+        .get_memory(&mut store, DIRTY_MAP_EXPORT)
+        .map(|memory| DirtyMapMemory {
+            memory,
+            layout: DirtyMap::for_memory(program.inner.info.memory64),
+        });
+    if memory.is_some() && dirty_map.is_none() {
+        return Err(EngineError::Module(
+            "instrumented module lacks its written-page map".into(),
+        ));
+    }
     let table = instance.get_table(&mut store, TABLE_EXPORT);
     let counter = instance
         .get_global(&mut store, COUNTER_EXPORT)
@@ -137,6 +162,7 @@ fn instantiate(
     }
     store.data_mut().counter = Some(counter);
     store.data_mut().memory = memory;
+    store.data_mut().dirty_map = dirty_map;
     // Keep the functions of this instance reachable by name.
     let funcs: HashMap<String, Func> = program
         .inner
@@ -151,6 +177,7 @@ fn instantiate(
         store,
         Handles {
             memory,
+            dirty_map,
             table,
             counter,
             globals,
@@ -213,6 +240,8 @@ impl Canister {
         let data = StoreData {
             counter: None,
             memory: None,
+            dirty_map: None,
+            profiler: None,
             sys: SystemState {
                 canister_id: settings.canister_id.clone(),
                 controllers: settings.controllers.clone(),
@@ -247,6 +276,8 @@ impl Canister {
             callbacks: HashMap::new(),
             ingress_results: HashMap::new(),
             next_id: 1,
+            check_dirty_pages: false,
+            last_profile: None,
         };
         let exec =
             canister.run_install_entry_points(init_arg, "canister_init", "canister_init", 0)?;
@@ -324,6 +355,101 @@ impl Canister {
         self.store.data_mut().sys.stable = s;
     }
 
+    /// Adds `amount` cycles to the balance outside any message (what the management canister's
+    /// `provisional_top_up_canister` and PocketIC's `add_cycles` do); saturates at `u128::MAX`.
+    /// Returns the new balance.
+    pub fn add_cycles(&mut self, amount: u128) -> u128 {
+        let cycles = &mut self.store.data_mut().sys.cycles;
+        *cycles = cycles.saturating_add(amount);
+        *cycles
+    }
+
+    /// Replaces the controllers outside any message (the management canister's
+    /// `update_settings`): `ic0.is_controller` checks them from the next message on, and the
+    /// first one is the caller of the next upgrade's `canister_pre_upgrade` and
+    /// `canister_post_upgrade`.
+    pub fn set_controllers(&mut self, controllers: Vec<Vec<u8>>) {
+        self.store.data_mut().sys.controllers = controllers.clone();
+        self.settings.controllers = controllers;
+    }
+
+    /// Cross-checks the heap dirty-page tracking on every later message: the count of the
+    /// pages the written-page map names is compared with a comparison of the whole heap with
+    /// its shadow, and after each commit or rollback the heap must equal the shadow byte for
+    /// byte; a difference fails the message with [`EngineError::DirtyPageCheck`]. This costs
+    /// a pass over the heap per message (as the engine did before the map): for tests.
+    pub fn set_dirty_page_check(&mut self, on: bool) {
+        self.check_dirty_pages = on;
+    }
+
+    /// The profile of the last execution, if the program was loaded with
+    /// [`Engine::load_profiled`] (taken: a second call returns `None`). Executions are the
+    /// ones [`Execution`]s describe (an update with `canister_inspect_message` is two); an
+    /// upgrade is not profiled.
+    pub fn take_profile(&mut self) -> Option<Profile> {
+        self.last_profile.take()
+    }
+
+    /// Like [`Self::update`], returning the execution's [`Profile`] too. Errors if the program
+    /// was not loaded with [`Engine::load_profiled`].
+    pub fn update_profiled(
+        &mut self,
+        method: &str,
+        arg: &[u8],
+    ) -> Result<(Execution, Profile), EngineError> {
+        self.require_profiled()?;
+        self.last_profile = None;
+        let exec = self.update(method, arg)?;
+        Ok(self.profile_of(exec))
+    }
+
+    /// Like [`Self::query`], returning the execution's [`Profile`] too. Errors if the program
+    /// was not loaded with [`Engine::load_profiled`].
+    pub fn query_profiled(
+        &mut self,
+        method: &str,
+        arg: &[u8],
+    ) -> Result<(Execution, Profile), EngineError> {
+        self.require_profiled()?;
+        self.last_profile = None;
+        let exec = self.query(method, arg)?;
+        Ok(self.profile_of(exec))
+    }
+
+    fn require_profiled(&self) -> Result<(), EngineError> {
+        if self.program.is_profiled() {
+            Ok(())
+        } else {
+            Err(EngineError::Module(
+                "the program was not loaded with Engine::load_profiled".into(),
+            ))
+        }
+    }
+
+    /// `exec` with its profile (an empty one when nothing ran).
+    fn profile_of(&mut self, exec: Execution) -> (Execution, Profile) {
+        let profile = match self.last_profile.take() {
+            Some(p) => p,
+            None => Profile::empty(&exec.entry, self.profile_names()),
+        };
+        (exec, profile)
+    }
+
+    fn profile_names(&self) -> std::sync::Arc<[String]> {
+        self.program
+            .inner
+            .profile_names
+            .clone()
+            .unwrap_or_else(|| std::sync::Arc::from(Vec::new()))
+    }
+
+    /// Moves the current message's profile (if profiling) to `last_profile`.
+    fn capture_profile(&mut self, entry: &str) {
+        if let Some(state) = self.store.data_mut().profiler.take() {
+            self.last_profile = Some(state.finish(entry.to_string(), self.profile_names()));
+        }
+    }
+
     /// Number of queued messages (self-calls and responses) waiting for [`Self::tick`].
     pub fn queued(&self) -> usize {
         self.queue.len()
@@ -393,10 +519,13 @@ impl Canister {
         } else {
             sizes.reply_bytes
         };
+        let profiled = self.program.is_profiled();
+        self.last_profile = None;
         let data = self.store.data_mut();
         data.msg = msg;
         data.trap = None;
         data.sys.stable.begin();
+        data.profiler = profiled.then(|| Box::new(ProfState::new()));
         self.handles.counter.set(
             &mut self.store,
             Val::I64(i64::try_from(limit).unwrap_or(i64::MAX)),
@@ -408,6 +537,12 @@ impl Canister {
     fn call(&mut self, func: Func, params: &[Val]) -> Result<Option<String>, EngineError> {
         let store = &mut self.store;
         let result = on_big_stack(move || func.call(store, params, &mut []))?;
+        if self.store.data().profiler.is_some() {
+            let used = self.used();
+            if let Some(p) = self.store.data_mut().profiler.as_mut() {
+                p.close(used);
+            }
+        }
         match result {
             Ok(()) => Ok(None),
             Err(e) => {
@@ -441,10 +576,52 @@ impl Canister {
         }
     }
 
+    /// Reads and clears the written-page map: the heap pages the message may have changed.
+    fn written_pages(&mut self) -> Vec<u64> {
+        let (Some(m), Some(map)) = (self.handles.memory, self.handles.dirty_map) else {
+            return Vec::new();
+        };
+        let heap_pages = m.data_size(&self.store) as u64 / OS_PAGE;
+        take_written_pages(map.layout, map.memory.data_mut(&mut self.store), heap_pages)
+    }
+
+    /// With [`Self::set_dirty_page_check`]: the full comparison's count, before the change.
+    fn full_scan_count(&self) -> Option<u64> {
+        match (self.check_dirty_pages, self.handles.memory) {
+            (true, Some(m)) => Some(self.shadow.dirty_pages(m.data(&self.store))),
+            _ => None,
+        }
+    }
+
+    /// With [`Self::set_dirty_page_check`]: fails unless `tracked` equals the full comparison's
+    /// count `full` and the heap now equals the shadow.
+    fn check_dirty(&self, what: &str, tracked: u64, full: Option<u64>) -> Result<(), EngineError> {
+        let (Some(full), Some(m)) = (full, self.handles.memory) else {
+            return Ok(());
+        };
+        if tracked != full {
+            return Err(EngineError::DirtyPageCheck(format!(
+                "{what}: {tracked} dirty pages tracked, {full} found by comparing the whole heap"
+            )));
+        }
+        if !self.shadow.matches(m.data(&self.store)) {
+            return Err(EngineError::DirtyPageCheck(format!(
+                "{what}: the heap differs from its shadow after the message"
+            )));
+        }
+        Ok(())
+    }
+
     /// Keeps the message's heap, globals and stable changes; returns heap and stable dirty pages.
     fn commit(&mut self) -> Result<(u64, u64), EngineError> {
         let heap = match self.handles.memory {
-            Some(m) => self.shadow.commit(m.data(&self.store)),
+            Some(m) => {
+                let pages = self.written_pages();
+                let full = self.full_scan_count();
+                let n = self.shadow.commit_pages(m.data(&self.store), &pages);
+                self.check_dirty("commit", n, full)?;
+                n
+            }
             None => 0,
         };
         self.globals_snapshot = self
@@ -461,18 +638,8 @@ impl Canister {
     /// the message had.
     fn rollback(&mut self) -> Result<(u64, u64), EngineError> {
         let stable = self.store.data_mut().sys.stable.rollback();
-        let heap = match self.handles.memory {
-            Some(m) if m.data_size(&self.store) == self.shadow.len() => {
-                let data = m.data_mut(&mut self.store);
-                self.shadow.restore(data)
-            }
-            Some(m) => {
-                let n = self.shadow.dirty_pages(m.data(&self.store));
-                self.reinstantiate()?;
-                n
-            }
-            None => 0,
-        };
+        let pages = self.written_pages();
+        let heap = self.restore_heap(&pages, "rollback")?;
         for (g, v) in self
             .handles
             .globals
@@ -484,8 +651,29 @@ impl Canister {
         Ok((heap, stable))
     }
 
+    /// Undoes the heap changes of the message whose candidate pages are `pages`; returns the
+    /// number of pages that were dirty.
+    fn restore_heap(&mut self, pages: &[u64], what: &str) -> Result<u64, EngineError> {
+        let full = self.full_scan_count();
+        let n = match self.handles.memory {
+            Some(m) if m.data_size(&self.store) == self.shadow.len() => {
+                let data = m.data_mut(&mut self.store);
+                self.shadow.restore_pages(data, pages)
+            }
+            Some(m) => {
+                let n = self.shadow.dirty_pages_among(m.data(&self.store), pages);
+                self.reinstantiate()?;
+                n
+            }
+            None => 0,
+        };
+        self.check_dirty(what, n, full)?;
+        Ok(n)
+    }
+
     /// Re-creates the instance with the committed heap (used when a rolled-back message grew
-    /// the memory, which wasm cannot shrink).
+    /// the memory, which wasm cannot shrink). The fresh instance holds the module's initial
+    /// heap, so only the pages committed since the shadow was taken are copied.
     fn reinstantiate(&mut self) -> Result<(), EngineError> {
         let old = std::mem::replace(
             &mut self.store,
@@ -499,7 +687,7 @@ impl Canister {
             if want > have {
                 m.grow(&mut store, (want - have) / WASM_PAGE)?;
             }
-            m.data_mut(&mut store)[..self.shadow.len()].copy_from_slice(self.shadow.bytes());
+            self.shadow.restore_fresh(m.data_mut(&mut store));
         }
         for (g, v) in handles.globals.iter().zip(self.globals_snapshot.clone()) {
             g.set(&mut store, v)?;
@@ -579,8 +767,20 @@ impl Canister {
         // The pre-upgrade hook's log lines come first in the upgrade's logs.
         let pre_upgrade_logs = std::mem::take(&mut self.store.data_mut().msg.logs);
         // Heap pages the pre-upgrade hook dirtied are charged too.
+        let pre_pages = self.written_pages();
         let pre_dirty = match self.handles.memory {
-            Some(m) => self.shadow.dirty_pages(m.data(&self.store)),
+            Some(m) => {
+                let full = self.full_scan_count();
+                let n = self
+                    .shadow
+                    .dirty_pages_among(m.data(&self.store), &pre_pages);
+                if let Some(full) = full.filter(|&f| f != n) {
+                    return Err(EngineError::DirtyPageCheck(format!(
+                        "pre-upgrade: {n} dirty pages tracked, {full} found by comparing the whole heap"
+                    )));
+                }
+                n
+            }
             None => 0,
         };
         // Move the system state (with the pending stable changes) to a fresh instance.
@@ -630,14 +830,7 @@ impl Canister {
             self.store.data_mut().sys = sys;
             self.store.data_mut().sys.timer = old_timer;
             // Undo the pre-upgrade heap changes.
-            if let Some(m) = self.handles.memory {
-                let data = m.data_mut(&mut self.store);
-                if data.len() == self.shadow.len() {
-                    self.shadow.restore(data);
-                } else {
-                    self.reinstantiate()?;
-                }
-            }
+            self.restore_heap(&pre_pages, "failed upgrade")?;
             for (g, v) in self
                 .handles
                 .globals
@@ -711,6 +904,7 @@ impl Canister {
     ) -> Result<Execution, EngineError> {
         let mode = self.store.data().msg.mode;
         let logs = std::mem::take(&mut self.store.data_mut().msg.logs);
+        self.capture_profile(&entry);
         if let Some(message) = trap {
             self.rollback()?;
             return Ok(Execution {
@@ -1058,6 +1252,7 @@ impl Canister {
         let instructions = self.used();
         let accepted = self.store.data().msg.accepted;
         let logs = std::mem::take(&mut self.store.data_mut().msg.logs);
+        self.capture_profile("canister_inspect_message");
         self.rollback()?;
         let canister = principal_text(&self.store.data().sys.canister_id);
         let result = match trap {
@@ -1088,8 +1283,20 @@ impl Canister {
         method: &str,
         arg: &[u8],
     ) -> Result<(MessageResult, Vec<Execution>), EngineError> {
+        self.update_and_wait_as(ANONYMOUS, method, arg)
+    }
+
+    /// Like [`Self::update_and_wait`] with an explicit caller (principal bytes). The answer of a
+    /// trap after the first execution (e.g. in a callback) is a `Reject` with
+    /// [`reject_code::CANISTER_ERROR`] and the trap message, as the caller would receive it.
+    pub fn update_and_wait_as(
+        &mut self,
+        caller: &[u8],
+        method: &str,
+        arg: &[u8],
+    ) -> Result<(MessageResult, Vec<Execution>), EngineError> {
         let context = self.next_id;
-        let first = self.update(method, arg)?;
+        let first = self.update_as(caller, method, arg)?;
         if first.result != MessageResult::NoReply {
             return Ok((first.result.clone(), vec![first]));
         }

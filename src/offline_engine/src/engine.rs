@@ -9,6 +9,7 @@ use wasmtime::{InstancePre, Linker, Module};
 
 use crate::error::EngineError;
 use crate::instrument::{self, ModuleInfo};
+use crate::profile;
 use crate::system_api::{self, StoreData};
 
 /// Native stack of the threads that run canister code (wasm stack limit plus room for the host).
@@ -89,6 +90,8 @@ pub(crate) struct ProgramInner {
     pub(crate) info: ModuleInfo,
     pub(crate) sha256: [u8; 32],
     pub(crate) from_cache: bool,
+    /// Function names for the profiler, when loaded with [`Engine::load_profiled`].
+    pub(crate) profile_names: Option<Arc<[String]>>,
 }
 
 impl std::fmt::Debug for Program {
@@ -114,6 +117,19 @@ impl Program {
     /// True if the compiled module came from the on-disk cache.
     pub fn from_cache(&self) -> bool {
         self.inner.from_cache
+    }
+
+    /// True if the program was loaded with [`Engine::load_profiled`]: its canisters record a
+    /// [`crate::Profile`] of every message.
+    pub fn is_profiled(&self) -> bool {
+        self.inner.profile_names.is_some()
+    }
+
+    /// The function names the profiler uses (by function index, imports first; see
+    /// [`crate::profile::function_names`]), if the program was loaded with
+    /// [`Engine::load_profiled`].
+    pub fn function_names(&self) -> Option<&[String]> {
+        self.inner.profile_names.as_deref()
     }
 
     /// True if the module exports the function `name` (e.g. `canister_update foo`).
@@ -158,6 +174,8 @@ impl Engine {
             .wasm_multi_value(true)
             .wasm_simd(true)
             .wasm_tail_call(true)
+            // The written-page map is a second memory (`heap`, `instrument`).
+            .wasm_multi_memory(true)
             .max_wasm_stack(MAX_WASM_STACK)
             .async_stack_size(MAX_WASM_STACK + (1 << 20))
             .cranelift_nan_canonicalization(true)
@@ -165,8 +183,10 @@ impl Engine {
         let wasmtime = wasmtime::Engine::new(&cfg)?;
         let mut linker32 = Linker::new(&wasmtime);
         system_api::add_to_linker::<u32>(&mut linker32)?;
+        profile::add_to_linker(&mut linker32)?;
         let mut linker64 = Linker::new(&wasmtime);
         system_api::add_to_linker::<u64>(&mut linker64)?;
+        profile::add_to_linker(&mut linker64)?;
         let cache_dir = if config.cache {
             Some(config.cache_dir.unwrap_or_else(default_cache_dir))
         } else {
@@ -192,8 +212,28 @@ impl Engine {
     /// milliseconds. Errors: invalid wasm, unsupported imports (named in the message),
     /// compilation or linking failures.
     pub fn load(&self, wasm: &[u8]) -> Result<Program, EngineError> {
+        self.load_with(wasm, false)
+    }
+
+    /// Like [`Self::load`], with the profiler's hooks: every message of a canister installed
+    /// from this program records a [`crate::Profile`] (instructions per function and call
+    /// stack; `PROFILING.md`). The hooks are unmetered, so every instruction count equals that
+    /// of [`Self::load`]; they slow execution down (a host call per function entry and per
+    /// call return). Function names come from the wasm's `name` section (demangled) and its
+    /// imports.
+    pub fn load_profiled(&self, wasm: &[u8]) -> Result<Program, EngineError> {
+        self.load_with(wasm, true)
+    }
+
+    fn load_with(&self, wasm: &[u8], profiled: bool) -> Result<Program, EngineError> {
         let sha256: [u8; 32] = Sha256::digest(wasm).into();
-        let instrumented = instrument::instrument(wasm, &system_api::check_import)?;
+        let options = instrument::Options { profile: profiled };
+        let instrumented = instrument::instrument_with(wasm, &system_api::check_import, options)?;
+        let profile_names = if profiled {
+            Some(profile::function_names(wasm)?.into())
+        } else {
+            None
+        };
         let mut key = Sha256::new();
         key.update(CACHE_VERSION.as_bytes());
         key.update(&instrumented.wasm);
@@ -215,6 +255,7 @@ impl Engine {
                 info: instrumented.info,
                 sha256,
                 from_cache,
+                profile_names,
             }),
         })
     }
@@ -249,13 +290,22 @@ impl Engine {
 
     /// Reads a wasm file and loads it (gzip-compressed files are refused with a clear error).
     pub fn load_file(&self, path: &Path) -> Result<Program, EngineError> {
-        let bytes = std::fs::read(path).map_err(|e| EngineError::io(path, e))?;
-        if bytes.starts_with(&[0x1f, 0x8b]) {
-            return Err(EngineError::Module(format!(
-                "{}: gzip-compressed wasm; decompress it first",
-                path.display()
-            )));
-        }
-        self.load(&bytes)
+        self.load(&read_wasm(path)?)
     }
+
+    /// Reads a wasm file and loads it with [`Self::load_profiled`].
+    pub fn load_file_profiled(&self, path: &Path) -> Result<Program, EngineError> {
+        self.load_profiled(&read_wasm(path)?)
+    }
+}
+
+fn read_wasm(path: &Path) -> Result<Vec<u8>, EngineError> {
+    let bytes = std::fs::read(path).map_err(|e| EngineError::io(path, e))?;
+    if bytes.starts_with(&[0x1f, 0x8b]) {
+        return Err(EngineError::Module(format!(
+            "{}: gzip-compressed wasm; decompress it first",
+            path.display()
+        )));
+    }
+    Ok(bytes)
 }

@@ -33,6 +33,10 @@ pub enum EngineError {
     /// The message queue did not drain (a canister calling itself forever).
     #[error("message queue did not drain after {0} executions")]
     QueueDidNotDrain(usize),
+    /// The heap dirty-page tracking disagreed with a comparison of the whole heap (only with
+    /// [`crate::Canister::set_dirty_page_check`]; a bug in the engine).
+    #[error("dirty page check failed: {0}")]
+    DirtyPageCheck(String),
     /// The executing thread panicked (a bug in the engine).
     #[error("engine thread panicked: {0}")]
     Panic(String),

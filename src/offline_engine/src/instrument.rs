@@ -11,9 +11,18 @@
 //! - the start section is removed and its function exported as `canister_start`;
 //! - memory 0 and table 0 are exported as `memory` and `table`, and every mutable global is
 //!   exported (`__persistent_mutable_global_<i>` when it had no export), so the engine can
-//!   snapshot and restore them.
+//!   snapshot and restore them;
+//! - a module with a memory gets a second memory, the written-page map
+//!   ([`crate::heap::DirtyMap`], exported as [`DIRTY_MAP_EXPORT`]): before every store to the
+//!   heap the injected code sets the map's byte of the 4 KiB page of the store's first byte (and
+//!   a summary byte per 64 pages), and before `memory.fill/copy/init` an injected helper marks
+//!   every page of the destination range, so that the engine compares only those pages with its
+//!   shadow of the heap ([`crate::heap`]);
+//! - with [`Options::profile`], hooks for the profiler ([`crate::profile`]): an imported host
+//!   function called at function entry (before the entry block's charge), after every call
+//!   returns, before every tail call, and around calls of imported (`ic0`) functions.
 //!
-//! The injected code is never metered itself.
+//! The injected code is never metered itself: it changes no instruction count.
 
 mod weights;
 
@@ -29,6 +38,8 @@ use wasm_encoder::{
 };
 use wasmparser::{ExternalKind, Operator, Parser, Payload, TypeRef};
 
+use crate::heap::{DirtyMap, PAGE_SHIFT, SUMMARY_SHIFT};
+
 /// Name of the exported instruction counter global.
 pub const COUNTER_EXPORT: &str = "canister counter_instructions";
 /// Module name of the injected host imports.
@@ -41,6 +52,22 @@ pub const MEMORY_EXPORT: &str = "memory";
 pub const TABLE_EXPORT: &str = "table";
 /// Export name of the former start function.
 pub const START_EXPORT: &str = "canister_start";
+/// Export name of the written-page map memory ([`crate::heap::DirtyMap`]).
+pub const DIRTY_MAP_EXPORT: &str = "__dirty_pages";
+/// Name of the profiler's function-entry hook `(func index: i32) -> (stack depth: i32)`.
+pub const PROFILE_ENTER: &str = "profile_enter";
+/// Name of the profiler's call-return hook `(stack depth of the caller: i32)`.
+pub const PROFILE_RETURN: &str = "profile_return";
+/// Name of the profiler's tail-call hook `(stack depth of the calling function: i32)`.
+pub const PROFILE_TAIL: &str = "profile_tail";
+
+/// Options of the instrumentation pass.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Options {
+    /// Inject the profiler's hooks ([`PROFILE_ENTER`], [`PROFILE_RETURN`], [`PROFILE_TAIL`],
+    /// imported from [`INJECTED_MODULE`]). They read the counter and never change it.
+    pub profile: bool,
+}
 
 /// Errors of the instrumentation pass.
 #[derive(Debug, thiserror::Error)]
@@ -199,8 +226,8 @@ pub fn block_costs(wasm_ops: &[Operator<'_>], wasm64: bool) -> Vec<(usize, u64)>
         .collect()
 }
 
-/// Shifts function indices by one (for the prepended import); everything else round-trips.
-struct Shift;
+/// Shifts function indices by the number of injected imports; everything else round-trips.
+struct Shift(u32);
 
 impl Reencode for Shift {
     type Error = std::convert::Infallible;
@@ -208,7 +235,7 @@ impl Reencode for Shift {
         &mut self,
         func: u32,
     ) -> Result<u32, wasm_encoder::reencode::Error<Self::Error>> {
-        Ok(func + 1)
+        Ok(func + self.0)
     }
 }
 
@@ -218,6 +245,24 @@ struct Special {
     counter_global: u32,
     out_of_instructions: u32,
     decrement_helper: u32,
+    /// The written-page map: its memory index and helper, when the module has a memory.
+    dirty: Option<DirtyHooks>,
+    /// The profiler's hooks, when profiling.
+    profile: Option<ProfileHooks>,
+}
+
+#[derive(Debug, Clone, Copy)]
+struct DirtyHooks {
+    memory: u32,
+    mark_range: u32,
+    layout: DirtyMap,
+}
+
+#[derive(Debug, Clone, Copy)]
+struct ProfileHooks {
+    enter: u32,
+    ret: u32,
+    tail: u32,
 }
 
 fn emit_static(f: &mut Function, s: Special, cost: u64, reentrant: bool) {
@@ -277,20 +322,368 @@ fn decrement_helper(s: Special) -> Function {
     f
 }
 
-fn instrument_body(
-    body: wasmparser::FunctionBody<'_>,
+fn map_arg(memory: u32, offset: u64) -> wasm_encoder::MemArg {
+    wasm_encoder::MemArg {
+        offset,
+        align: 0,
+        memory_index: memory,
+    }
+}
+
+/// The unmetered helper `(param $start i64) (param $len i64)`: marks every page of the byte
+/// range `[start, start + len)` in the written-page map (nothing for an empty range; pages at or
+/// beyond `tracked`, and a range that wraps around, mark the overflow entry instead), exactly as
+/// [`DirtyMap::mark_range`] does on the host.
+fn mark_range_helper(d: DirtyHooks) -> Function {
+    let tracked = d.layout.tracked as i64;
+    let summary = d.layout.summary_offset();
+    // Locals: 0 start, 1 len, 2 page, 3 last page.
+    let mut f = Function::new(vec![(2, ValType::I64)]);
+    for i in [
+        Instruction::LocalGet(1),
+        Instruction::I64Eqz,
+        Instruction::If(EncBlockType::Empty),
+        Instruction::Return,
+        Instruction::End,
+        // page = min(start >> 12, tracked)
+        Instruction::LocalGet(0),
+        Instruction::I64Const(PAGE_SHIFT as i64),
+        Instruction::I64ShrU,
+        Instruction::LocalSet(2),
+        // last = start + len - 1 wrapped ? tracked : (start + len - 1) >> 12
+        Instruction::LocalGet(0),
+        Instruction::LocalGet(1),
+        Instruction::I64Add,
+        Instruction::I64Const(1),
+        Instruction::I64Sub,
+        Instruction::LocalTee(3),
+        Instruction::LocalGet(0),
+        Instruction::I64LtU,
+        Instruction::If(EncBlockType::Empty),
+        Instruction::I64Const(tracked),
+        Instruction::LocalSet(3),
+        Instruction::Else,
+        Instruction::LocalGet(3),
+        Instruction::I64Const(PAGE_SHIFT as i64),
+        Instruction::I64ShrU,
+        Instruction::LocalSet(3),
+        Instruction::End,
+        Instruction::LocalGet(2),
+        Instruction::I64Const(tracked),
+        Instruction::I64GtU,
+        Instruction::If(EncBlockType::Empty),
+        Instruction::I64Const(tracked),
+        Instruction::LocalSet(2),
+        Instruction::End,
+        Instruction::LocalGet(3),
+        Instruction::I64Const(tracked),
+        Instruction::I64GtU,
+        Instruction::If(EncBlockType::Empty),
+        Instruction::I64Const(tracked),
+        Instruction::LocalSet(3),
+        Instruction::End,
+        Instruction::Loop(EncBlockType::Empty),
+        Instruction::LocalGet(2),
+        Instruction::I32WrapI64,
+        Instruction::I32Const(1),
+        Instruction::I32Store8(map_arg(d.memory, 0)),
+        Instruction::LocalGet(2),
+        Instruction::I64Const(SUMMARY_SHIFT as i64),
+        Instruction::I64ShrU,
+        Instruction::I32WrapI64,
+        Instruction::I32Const(1),
+        Instruction::I32Store8(map_arg(d.memory, summary)),
+        Instruction::LocalGet(2),
+        Instruction::I64Const(1),
+        Instruction::I64Add,
+        Instruction::LocalTee(2),
+        Instruction::LocalGet(3),
+        Instruction::I64LeU,
+        Instruction::BrIf(0),
+        Instruction::End,
+        Instruction::End,
+    ] {
+        f.instruction(&i);
+    }
+    f
+}
+
+/// A store to the heap: the type of its value and its static offset.
+fn heap_store(op: &Operator<'_>) -> Option<(ValType, u64)> {
+    use Operator as O;
+    let (ty, memarg) = match op {
+        O::I32Store { memarg } | O::I32Store8 { memarg } | O::I32Store16 { memarg } => {
+            (ValType::I32, memarg)
+        }
+        O::I64Store { memarg }
+        | O::I64Store8 { memarg }
+        | O::I64Store16 { memarg }
+        | O::I64Store32 { memarg } => (ValType::I64, memarg),
+        O::F32Store { memarg } => (ValType::F32, memarg),
+        O::F64Store { memarg } => (ValType::F64, memarg),
+        O::V128Store { memarg }
+        | O::V128Store8Lane { memarg, .. }
+        | O::V128Store16Lane { memarg, .. }
+        | O::V128Store32Lane { memarg, .. }
+        | O::V128Store64Lane { memarg, .. } => (ValType::V128, memarg),
+        _ => return None,
+    };
+    (memarg.memory == 0).then_some((ty, memarg.offset))
+}
+
+/// A bulk operation writing the heap: the types of its three operands (destination, value or
+/// source, length).
+fn heap_bulk(op: &Operator<'_>, wasm64: bool) -> Option<[ValType; 3]> {
+    let addr = if wasm64 { ValType::I64 } else { ValType::I32 };
+    match op {
+        Operator::MemoryFill { mem: 0 } => Some([addr, ValType::I32, addr]),
+        Operator::MemoryCopy {
+            dst_mem: 0,
+            src_mem,
+        } => {
+            // A copy from another memory would have an address of that memory's type; the IC
+            // allows one memory, so there is none.
+            let _ = src_mem;
+            Some([addr, addr, addr])
+        }
+        Operator::MemoryInit { mem: 0, .. } => Some([addr, ValType::I32, ValType::I32]),
+        _ => None,
+    }
+}
+
+/// Scratch locals the injected code of one function uses, appended to its locals.
+struct Scratch {
+    first: u32,
+    /// How many locals of each type, in the order of [`SCRATCH_TYPES`].
+    counts: [u32; 5],
+}
+
+const SCRATCH_TYPES: [ValType; 5] = [
+    ValType::I32,
+    ValType::I64,
+    ValType::F32,
+    ValType::F64,
+    ValType::V128,
+];
+
+fn type_slot(ty: ValType) -> usize {
+    SCRATCH_TYPES.iter().position(|t| *t == ty).unwrap_or(0)
+}
+
+impl Scratch {
+    /// The `n`-th scratch local of type `ty` (which [`Self::need`] must have reserved).
+    fn local(&self, ty: ValType, n: u32) -> u32 {
+        let slot = type_slot(ty);
+        self.first + self.counts[..slot].iter().sum::<u32>() + n
+    }
+    fn need(counts: &mut [u32; 5], ty: ValType, n: u32) {
+        let slot = type_slot(ty);
+        counts[slot] = counts[slot].max(n);
+    }
+}
+
+/// Which scratch locals the injected code for `ops` needs (see [`emit_store_mark`],
+/// [`emit_bulk_mark`], the profiler's depth local).
+fn scratch_counts(ops: &[Operator<'_>], s: Special, wasm64: bool) -> [u32; 5] {
+    let mut counts = [0u32; 5];
+    if s.profile.is_some() {
+        Scratch::need(&mut counts, ValType::I32, 1);
+    }
+    if s.dirty.is_none() {
+        return counts;
+    }
+    // Profiling reserves i32 #0 for the depth; marking starts after it.
+    let base = counts[0];
+    for op in ops {
+        if let Some((ty, _)) = heap_store(op) {
+            // address, page (i32) [, page (i64) in wasm64], value
+            if wasm64 {
+                Scratch::need(&mut counts, ValType::I64, 2);
+                Scratch::need(&mut counts, ValType::I32, base + 1);
+                let n = if ty == ValType::I64 { 3 } else { 1 };
+                Scratch::need(
+                    &mut counts,
+                    ty,
+                    if ty == ValType::I32 { base + 2 } else { n },
+                );
+            } else {
+                Scratch::need(&mut counts, ValType::I32, base + 2);
+                let n = if ty == ValType::I32 { base + 3 } else { 1 };
+                Scratch::need(&mut counts, ty, n);
+            }
+        } else if let Some(types) = heap_bulk(op, wasm64) {
+            let mut per_type = [0u32; 5];
+            for ty in types {
+                per_type[type_slot(ty)] += 1;
+            }
+            for (slot, n) in per_type.into_iter().enumerate() {
+                let n = if slot == 0 { base + n } else { n };
+                Scratch::need(&mut counts, SCRATCH_TYPES[slot], n);
+            }
+        }
+    }
+    counts
+}
+
+/// Before a store: sets the map bytes of the page of the store's first byte. Stack before and
+/// after: `[address, value]`.
+fn emit_store_mark(
+    f: &mut Function,
+    d: DirtyHooks,
+    x: &Scratch,
+    base: u32,
+    ty: ValType,
+    offset: u64,
+    wasm64: bool,
+) {
+    let summary = d.layout.summary_offset();
+    let page = x.local(ValType::I32, base);
+    if wasm64 {
+        let value = match ty {
+            ValType::I32 => x.local(ty, base + 1),
+            ValType::I64 => x.local(ty, 2),
+            _ => x.local(ty, 0),
+        };
+        let (addr, wide) = (x.local(ValType::I64, 0), x.local(ValType::I64, 1));
+        let tracked = d.layout.tracked as i64;
+        f.instruction(&Instruction::LocalSet(value));
+        f.instruction(&Instruction::LocalTee(addr));
+        if offset != 0 {
+            f.instruction(&Instruction::I64Const(offset as i64));
+            f.instruction(&Instruction::I64Add);
+        }
+        f.instruction(&Instruction::I64Const(PAGE_SHIFT as i64));
+        f.instruction(&Instruction::I64ShrU);
+        f.instruction(&Instruction::LocalTee(wide));
+        f.instruction(&Instruction::I64Const(tracked));
+        f.instruction(&Instruction::LocalGet(wide));
+        f.instruction(&Instruction::I64Const(tracked));
+        f.instruction(&Instruction::I64LtU);
+        f.instruction(&Instruction::Select);
+        f.instruction(&Instruction::I32WrapI64);
+        f.instruction(&Instruction::LocalTee(page));
+        f.instruction(&Instruction::I32Const(1));
+        f.instruction(&Instruction::I32Store8(map_arg(d.memory, 0)));
+        f.instruction(&Instruction::LocalGet(page));
+        f.instruction(&Instruction::I32Const(SUMMARY_SHIFT as i32));
+        f.instruction(&Instruction::I32ShrU);
+        f.instruction(&Instruction::I32Const(1));
+        f.instruction(&Instruction::I32Store8(map_arg(d.memory, summary)));
+        f.instruction(&Instruction::LocalGet(addr));
+        f.instruction(&Instruction::LocalGet(value));
+    } else {
+        let value = match ty {
+            ValType::I32 => x.local(ty, base + 2),
+            _ => x.local(ty, 0),
+        };
+        let addr = x.local(ValType::I32, base + 1);
+        f.instruction(&Instruction::LocalSet(value));
+        f.instruction(&Instruction::LocalTee(addr));
+        // In wasm32 the page of `addr + offset` modulo 2^32 is below 2^20; when the sum wraps
+        // the store traps anyway.
+        if offset != 0 {
+            f.instruction(&Instruction::I32Const(offset as u32 as i32));
+            f.instruction(&Instruction::I32Add);
+        }
+        f.instruction(&Instruction::I32Const(PAGE_SHIFT as i32));
+        f.instruction(&Instruction::I32ShrU);
+        f.instruction(&Instruction::LocalTee(page));
+        f.instruction(&Instruction::I32Const(1));
+        f.instruction(&Instruction::I32Store8(map_arg(d.memory, 0)));
+        f.instruction(&Instruction::LocalGet(page));
+        f.instruction(&Instruction::I32Const(SUMMARY_SHIFT as i32));
+        f.instruction(&Instruction::I32ShrU);
+        f.instruction(&Instruction::I32Const(1));
+        f.instruction(&Instruction::I32Store8(map_arg(d.memory, summary)));
+        f.instruction(&Instruction::LocalGet(addr));
+        f.instruction(&Instruction::LocalGet(value));
+    }
+}
+
+/// Before a bulk operation (after its dynamic charge): marks the pages of its destination
+/// range. Stack before and after: `[destination, value or source, length]`.
+fn emit_bulk_mark(f: &mut Function, d: DirtyHooks, x: &Scratch, base: u32, types: [ValType; 3]) {
+    let mut used = [0u32; 5];
+    let locals: Vec<u32> = types
+        .iter()
+        .map(|&ty| {
+            let slot = type_slot(ty);
+            let n = used[slot] + if slot == 0 { base } else { 0 };
+            used[slot] += 1;
+            x.local(ty, n)
+        })
+        .collect();
+    let extend = |f: &mut Function, ty: ValType| {
+        if ty == ValType::I32 {
+            f.instruction(&Instruction::I64ExtendI32U);
+        }
+    };
+    f.instruction(&Instruction::LocalSet(locals[2]));
+    f.instruction(&Instruction::LocalSet(locals[1]));
+    f.instruction(&Instruction::LocalSet(locals[0]));
+    f.instruction(&Instruction::LocalGet(locals[0]));
+    extend(f, types[0]);
+    f.instruction(&Instruction::LocalGet(locals[2]));
+    extend(f, types[2]);
+    f.instruction(&Instruction::Call(d.mark_range));
+    for &l in &locals {
+        f.instruction(&Instruction::LocalGet(l));
+    }
+}
+
+/// What the body instrumentation needs to know about the module and the function.
+struct BodyContext {
     special: Special,
     wasm64: bool,
+    /// Index of the function in the original module.
+    func_index: u32,
+    /// Number of parameters of the function.
+    params: u32,
+    /// Number of imported functions in the original module.
+    imported_funcs: u32,
+}
+
+fn instrument_body(
+    body: wasmparser::FunctionBody<'_>,
+    cx: &BodyContext,
     reencoder: &mut Shift,
 ) -> Result<Function, InstrumentError> {
-    let mut f = reencoder.new_function_with_parsed_locals(&body)?;
+    let special = cx.special;
+    let mut locals = Vec::new();
+    let mut declared = 0u32;
+    for pair in body.get_locals_reader()? {
+        let (count, ty) = pair?;
+        declared += count;
+        locals.push((count, reencoder.val_type(ty)?));
+    }
     let mut reader = body.get_operators_reader()?;
     let mut ops = Vec::new();
     while !reader.eof() {
         ops.push(reader.read()?);
     }
-    let points = injection_points(&ops, wasm64);
+    let counts = scratch_counts(&ops, special, cx.wasm64);
+    for (ty, n) in SCRATCH_TYPES.iter().zip(counts) {
+        if n > 0 {
+            locals.push((n, *ty));
+        }
+    }
+    let scratch = Scratch {
+        first: cx.params + declared,
+        counts,
+    };
+    // i32 scratch #0 is the profiler's depth when profiling; marking uses the ones after it.
+    let depth = scratch.local(ValType::I32, 0);
+    let mark_base = u32::from(special.profile.is_some());
+    let mut f = Function::new(locals);
+
+    let points = injection_points(&ops, cx.wasm64);
     let mut next_point = points.iter().peekable();
+    if let Some(p) = special.profile {
+        // Before the entry block's charge, so that the entry block counts for this function.
+        f.instruction(&Instruction::I32Const(cx.func_index as i32));
+        f.instruction(&Instruction::Call(p.enter));
+        f.instruction(&Instruction::LocalSet(depth));
+    }
     for (position, op) in ops.into_iter().enumerate() {
         while let Some(p) = next_point.next_if(|p| p.position == position) {
             match p.charge {
@@ -298,7 +691,46 @@ fn instrument_body(
                 Charge::Dynamic { operand64 } => emit_dynamic(&mut f, special, operand64),
             }
         }
+        if let Some(d) = special.dirty {
+            if let Some((ty, offset)) = heap_store(&op) {
+                emit_store_mark(&mut f, d, &scratch, mark_base, ty, offset, cx.wasm64);
+            } else if let Some(types) = heap_bulk(&op, cx.wasm64) {
+                emit_bulk_mark(&mut f, d, &scratch, mark_base, types);
+            }
+        }
+        let mut after_call = false;
+        if let Some(p) = special.profile {
+            match op {
+                Operator::Call { function_index } => {
+                    if function_index < cx.imported_funcs {
+                        f.instruction(&Instruction::I32Const(function_index as i32));
+                        f.instruction(&Instruction::Call(p.enter));
+                        f.instruction(&Instruction::Drop);
+                    }
+                    after_call = true;
+                }
+                Operator::CallIndirect { .. } | Operator::CallRef { .. } => after_call = true,
+                Operator::ReturnCall { .. }
+                | Operator::ReturnCallIndirect { .. }
+                | Operator::ReturnCallRef { .. } => {
+                    f.instruction(&Instruction::LocalGet(depth));
+                    f.instruction(&Instruction::Call(p.tail));
+                    if let Operator::ReturnCall { function_index } = op
+                        && function_index < cx.imported_funcs
+                    {
+                        f.instruction(&Instruction::I32Const(function_index as i32));
+                        f.instruction(&Instruction::Call(p.enter));
+                        f.instruction(&Instruction::Drop);
+                    }
+                }
+                _ => {}
+            }
+        }
         f.instruction(&reencoder.instruction(op)?);
+        if after_call && let Some(p) = special.profile {
+            f.instruction(&Instruction::LocalGet(depth));
+            f.instruction(&Instruction::Call(p.ret));
+        }
     }
     Ok(f)
 }
@@ -307,6 +739,10 @@ fn instrument_body(
 #[derive(Default)]
 struct Scan {
     num_types: u32,
+    /// Parameter count of every type (0 for non-function types).
+    type_params: Vec<u32>,
+    /// Type index of every defined function.
+    func_types: Vec<u32>,
     num_func_imports: u32,
     num_defined_funcs: u32,
     num_globals: u32,
@@ -338,7 +774,14 @@ fn scan(
             }
             Payload::TypeSection(r) => {
                 for group in r {
-                    s.num_types += group?.types().len() as u32;
+                    for ty in group?.types() {
+                        s.num_types += 1;
+                        let params = match &ty.composite_type.inner {
+                            wasmparser::CompositeInnerType::Func(f) => f.params().len() as u32,
+                            _ => 0,
+                        };
+                        s.type_params.push(params);
+                    }
                 }
             }
             Payload::ImportSection(r) => {
@@ -366,7 +809,12 @@ fn scan(
                     }
                 }
             }
-            Payload::FunctionSection(r) => s.num_defined_funcs = r.count(),
+            Payload::FunctionSection(r) => {
+                s.num_defined_funcs = r.count();
+                for ty in r {
+                    s.func_types.push(ty?);
+                }
+            }
             Payload::TableSection(r) => s.num_tables = r.count(),
             Payload::MemorySection(r) => {
                 for (i, m) in r.into_iter().enumerate() {
@@ -426,19 +874,45 @@ fn scan(
     Ok(s)
 }
 
-/// Instruments `wasm`. `check_import(module, name)` accepts a function import or returns a hint
-/// explaining the refusal; any non-function import is refused.
+/// Instruments `wasm` for metering (no profiling hooks). `check_import(module, name)` accepts a
+/// function import or returns a hint explaining the refusal; any non-function import is refused.
 pub fn instrument(
     wasm: &[u8],
     check_import: &dyn Fn(&str, &str) -> Result<(), String>,
 ) -> Result<Instrumented, InstrumentError> {
+    instrument_with(wasm, check_import, Options::default())
+}
+
+/// Instruments `wasm` with `options` (see [`instrument`]).
+pub fn instrument_with(
+    wasm: &[u8],
+    check_import: &dyn Fn(&str, &str) -> Result<(), String>,
+    options: Options,
+) -> Result<Instrumented, InstrumentError> {
     let s = scan(wasm, check_import)?;
     let ooi_type = s.num_types;
     let helper_type = s.num_types + 1;
+    let mark_type = s.num_types + 2;
+    let enter_type = s.num_types + 3;
+    let hook_type = s.num_types + 4;
+    // Injected imports: out_of_instructions, then the profiler's three hooks.
+    let shift = if options.profile { 4 } else { 1 };
+    let first_helper = shift + s.num_func_imports + s.num_defined_funcs;
+    let has_memory = s.num_memories > 0;
     let special = Special {
         counter_global: s.num_globals,
         out_of_instructions: 0,
-        decrement_helper: 1 + s.num_func_imports + s.num_defined_funcs,
+        decrement_helper: first_helper,
+        dirty: has_memory.then(|| DirtyHooks {
+            memory: 1,
+            mark_range: first_helper + 1,
+            layout: DirtyMap::for_memory(s.memory64),
+        }),
+        profile: options.profile.then_some(ProfileHooks {
+            enter: 1,
+            ret: 2,
+            tail: 3,
+        }),
     };
 
     // Export names of mutable globals: existing export or a new persistent name.
@@ -455,7 +929,7 @@ pub fn instrument(
     }
 
     let mut out = Module::new();
-    let mut re = Shift;
+    let mut re = Shift(shift);
     let mut wrote_types = false;
     let mut wrote_imports = false;
     let mut wrote_functions = false;
@@ -472,6 +946,9 @@ pub fn instrument(
         }
         types.ty().function([], []);
         types.ty().function([ValType::I64], [ValType::I64]);
+        types.ty().function([ValType::I64, ValType::I64], []);
+        types.ty().function([ValType::I32], [ValType::I32]);
+        types.ty().function([ValType::I32], []);
         Ok(types)
     };
     let imports_section = |section: Option<wasmparser::ImportSectionReader<'_>>,
@@ -483,6 +960,19 @@ pub fn instrument(
             OUT_OF_INSTRUCTIONS,
             wasm_encoder::EntityType::Function(ooi_type),
         );
+        if options.profile {
+            for (name, ty) in [
+                (PROFILE_ENTER, enter_type),
+                (PROFILE_RETURN, hook_type),
+                (PROFILE_TAIL, hook_type),
+            ] {
+                imports.import(
+                    INJECTED_MODULE,
+                    name,
+                    wasm_encoder::EntityType::Function(ty),
+                );
+            }
+        }
         if let Some(r) = section {
             re.parse_import_section(&mut imports, r)?;
         }
@@ -496,6 +986,9 @@ pub fn instrument(
             re.parse_function_section(&mut functions, r)?;
         }
         functions.function(helper_type);
+        if has_memory {
+            functions.function(mark_type);
+        }
         Ok(functions)
     };
     let globals_section = |section: Option<wasmparser::GlobalSectionReader<'_>>,
@@ -551,7 +1044,10 @@ pub fn instrument(
             exports.export(name, ExportKind::Global, *g);
         }
         if let Some(start) = s.start {
-            exports.export(START_EXPORT, ExportKind::Func, start + 1);
+            exports.export(START_EXPORT, ExportKind::Func, start + shift);
+        }
+        if let Some(d) = special.dirty {
+            exports.export(DIRTY_MAP_EXPORT, ExportKind::Memory, d.memory);
         }
         exports.export(COUNTER_EXPORT, ExportKind::Global, special.counter_global);
         Ok(exports)
@@ -569,6 +1065,7 @@ pub fn instrument(
         };
     }
     let mut code = CodeSection::new();
+    let mut defined = 0u32;
     for payload in Parser::new(0).parse_all(wasm) {
         let payload = payload?;
         // Insert sections the input lacks, respecting the order.
@@ -607,6 +1104,9 @@ pub fn instrument(
         if order > 12 && !wrote_code {
             wrote_code = true;
             code.function(&decrement_helper(special));
+            if let Some(d) = special.dirty {
+                code.function(&mark_range_helper(d));
+            }
             out.section(&code);
         }
         match payload {
@@ -640,6 +1140,16 @@ pub fn instrument(
             Payload::MemorySection(r) => {
                 let mut m = wasm_encoder::MemorySection::new();
                 re.parse_memory_section(&mut m, r)?;
+                if let Some(d) = special.dirty {
+                    let pages = d.layout.wasm_pages();
+                    m.memory(wasm_encoder::MemoryType {
+                        minimum: pages,
+                        maximum: Some(pages),
+                        memory64: false,
+                        shared: false,
+                        page_size_log2: None,
+                    });
+                }
                 out.section(&m);
             }
             Payload::TagSection(r) => {
@@ -656,7 +1166,21 @@ pub fn instrument(
                 out.section(&wasm_encoder::DataCountSection { count });
             }
             Payload::CodeSectionEntry(body) => {
-                code.function(&instrument_body(body, special, s.memory64, &mut re)?);
+                let params = s
+                    .func_types
+                    .get(defined as usize)
+                    .and_then(|&t| s.type_params.get(t as usize))
+                    .copied()
+                    .unwrap_or(0);
+                let cx = BodyContext {
+                    special,
+                    wasm64: s.memory64,
+                    func_index: s.num_func_imports + defined,
+                    params,
+                    imported_funcs: s.num_func_imports,
+                };
+                defined += 1;
+                code.function(&instrument_body(body, &cx, &mut re)?);
             }
             Payload::DataSection(r) => {
                 let mut d = wasm_encoder::DataSection::new();

@@ -6,7 +6,9 @@
 //! (`METERING.md` in this crate, with the replica's sources): the module is instrumented per basic block with the replica's
 //! weight table ([`instrument`]), System API calls charge their fixed and per-byte costs
 //! ([`system_api`]), stable memory charges per byte and per dirty page ([`stable`]), and dirty
-//! heap pages are billed after each message ([`heap`]).
+//! heap pages are billed after each message ([`heap`]). A program loaded with
+//! [`Engine::load_profiled`] also records an exact per-function instruction [`Profile`] of every
+//! message ([`profile`], `PROFILING.md`).
 //!
 //! ```no_run
 //! use offline_engine::{Canister, Engine, EngineConfig, Settings};
@@ -26,14 +28,18 @@ pub mod engine;
 pub mod error;
 pub mod fees;
 pub mod heap;
+pub mod host_time;
 pub mod instrument;
+pub mod profile;
 pub mod stable;
 pub mod system_api;
 pub mod types;
+pub mod validation;
 
 pub use canister::Canister;
 pub use engine::{Engine, EngineConfig, Program, default_cache_dir};
 pub use error::EngineError;
+pub use profile::{FunctionCost, Profile};
 pub use types::{
     ANONYMOUS, BENCHMARKING_LIMIT, DEFAULT_CANISTER_ID, Execution, InstructionLimits,
     MessageResult, Settings, SizeLimits, SubnetKind, reject_code,

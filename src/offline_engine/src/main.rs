@@ -1,14 +1,22 @@
 //! `offline-engine`: run canister wasm offline with the IC's metering.
 //!
-//! Subcommands: `canbench` (run the canister's canbench benchmarks), `candid` (print the
-//! Candid interface), `info` (imports, exports, metadata), `call` (install and run one message).
+//! Subcommands: `candid` (print the Candid interface), `info` (imports, exports, metadata),
+//! `call` (install and run one message), `profile` (the per-function instruction profile of one
+//! message), `profile-bench` (that of a canbench benchmark), `host-time` (the engine's own time
+//! per message against the heap size), `validation record|variance` (validation data, see
+//! VALIDATION.md). canbench runs through the real canbench CLI and `offline-pocket-ic` (crate
+//! `pocket_ic_server`).
 
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use clap::{Parser, Subcommand};
-use offline_engine::canbench::{self, ResultsFile, RunOptions};
-use offline_engine::{Canister, Engine, EngineConfig, MessageResult, Settings, SubnetKind};
+use clap::{Args, Parser, Subcommand};
+use offline_engine::canbench::{self, BenchResult};
+use offline_engine::validation::ResultsFile;
+use offline_engine::{
+    Canister, Engine, EngineConfig, Execution, MessageResult, Profile, Program, Settings,
+    SubnetKind,
+};
 
 #[derive(Parser)]
 #[command(
@@ -26,29 +34,6 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
-    /// Run the `__canbench__*` benchmarks of canbench.yml (like canbench, offline).
-    Canbench {
-        /// Only benchmarks whose name contains this.
-        pattern: Option<String>,
-        /// The canbench configuration.
-        #[arg(long, default_value = "canbench.yml")]
-        config: PathBuf,
-        /// Write the results as the new baseline.
-        #[arg(long)]
-        persist: bool,
-        /// Exit non-zero if a benchmark's instructions regressed beyond the noise threshold.
-        #[arg(long)]
-        fail_on_regression: bool,
-        /// Noise threshold in percent.
-        #[arg(long, default_value_t = 2.0)]
-        noise_threshold: f64,
-        /// Skip build_cmd.
-        #[arg(long)]
-        no_build: bool,
-        /// Results file (default: canbench_results.offline.yml next to canbench.yml).
-        #[arg(long)]
-        results_file: Option<PathBuf>,
-    },
     /// Print the Candid interface of a canister wasm.
     Candid {
         /// The wasm file.
@@ -78,6 +63,206 @@ enum Command {
         #[arg(long)]
         benchmarking: bool,
     },
+    /// Install a wasm, make the setup calls, and profile one update (or query): instructions per
+    /// function with their call stacks, adding up to the message's instructions exactly.
+    Profile {
+        /// The wasm file (function names come from its `name` section: `scripts/build.sh`
+        /// writes `target/canister/*.named.wasm` with it).
+        wasm: PathBuf,
+        /// Method name.
+        method: String,
+        /// Run as a query.
+        #[arg(long)]
+        query: bool,
+        /// Candid argument, hex (default: empty tuple).
+        #[arg(long, default_value = "4449444c0000")]
+        arg_hex: String,
+        /// Candid install argument, hex (default: empty tuple).
+        #[arg(long, alias = "init-hex", default_value = "4449444c0000")]
+        install_hex: String,
+        /// An update to run before the profiled message, as METHOD or METHOD:ARG_HEX
+        /// (repeatable, in order).
+        #[arg(long)]
+        setup: Vec<String>,
+        /// Use the benchmarking subnet limits.
+        #[arg(long)]
+        benchmarking: bool,
+        #[command(flatten)]
+        output: ProfileOutput,
+    },
+    /// Profile one canbench benchmark (the `__canbench__<bench>` query, on the benchmarking
+    /// subnet, from the post-install state as canbench runs it).
+    ProfileBench {
+        /// The canbench wasm (with a `name` section for function names).
+        wasm: PathBuf,
+        /// The benchmark's name.
+        bench: String,
+        /// Candid install argument, hex (default: empty tuple; canbench.yml's `init_args.hex`).
+        #[arg(long, alias = "init-hex", default_value = "4449444c0000")]
+        install_hex: String,
+        /// A file whose bytes become the stable memory after install (canbench.yml's
+        /// `stable_memory.file`).
+        #[arg(long)]
+        stable_memory: Option<PathBuf>,
+        #[command(flatten)]
+        output: ProfileOutput,
+    },
+    /// Measure the engine's own time per message against the heap size (a canister whose heap
+    /// is grown to each size runs updates and queries that write eight pages).
+    HostTime {
+        /// Heap sizes in MiB (multiples of 8).
+        #[arg(long, value_delimiter = ',', default_value = "16,64,256,1024")]
+        heap_mib: Vec<u64>,
+        /// Measured messages of each kind per size (the median is reported).
+        #[arg(long, default_value_t = 20)]
+        messages: u32,
+    },
+    /// Record validation data (`src/offline_engine/validation/`, see VALIDATION.md).
+    #[command(subcommand)]
+    Validation(Box<ValidationCommand>),
+}
+
+#[derive(Subcommand)]
+enum ValidationCommand {
+    /// Compare a published canbench results file with the engine's results for the same benches
+    /// and write the suite into a repository's data file (replacing the suite of that file).
+    Record {
+        /// The repository's data file (created if missing), e.g. validation/dfinity-canbench.yml.
+        #[arg(long)]
+        data: PathBuf,
+        /// `owner/name` on GitHub.
+        #[arg(long)]
+        repository: String,
+        /// Path of the results file in the repository.
+        #[arg(long)]
+        results_file: String,
+        /// The commit the figures were produced at (40 hex).
+        #[arg(long)]
+        commit: String,
+        /// Its committer date, YYYY-MM-DD.
+        #[arg(long)]
+        commit_date: String,
+        /// The published results file (a checkout of that commit).
+        #[arg(long)]
+        pocketic: PathBuf,
+        /// The engine's results file for the wasm built from that commit.
+        #[arg(long)]
+        engine: PathBuf,
+        /// The PocketIC server version the canbench that wrote the results runs.
+        #[arg(long)]
+        pocketic_server: String,
+        /// The wasm the engine ran (its SHA-256 is recorded).
+        #[arg(long)]
+        wasm: PathBuf,
+        /// `rustc -V` of the compiler that built it.
+        #[arg(long)]
+        compiler: String,
+        /// Why that compiler.
+        #[arg(long)]
+        compiler_source: String,
+        /// Lockfile use.
+        #[arg(long)]
+        lockfile: String,
+        /// The build command.
+        #[arg(long)]
+        build: String,
+        /// The engine commit whose binary produced `--engine` (40 hex).
+        #[arg(long)]
+        engine_commit: String,
+    },
+    /// Add one compiler's column to the compiler-variance data of the project canister.
+    Variance {
+        /// The data file (created if missing), e.g. validation/compiler_variance.yml.
+        #[arg(long)]
+        data: PathBuf,
+        /// `rustc -V` of the compiler.
+        #[arg(long)]
+        compiler: String,
+        /// The engine's results file for the wasm that compiler built.
+        #[arg(long)]
+        engine: PathBuf,
+        /// That wasm (its SHA-256 is recorded).
+        #[arg(long)]
+        wasm: PathBuf,
+        /// The baseline compiler (`rustc -V`), used when the file is created.
+        #[arg(long)]
+        baseline: String,
+        /// How the wasm was built, used when the file is created.
+        #[arg(long)]
+        build: String,
+        /// The project commit the canister was built from (40 hex), used when the file is created.
+        #[arg(long)]
+        source_commit: String,
+        /// The engine commit (40 hex), used when the file is created.
+        #[arg(long)]
+        engine_commit: String,
+    },
+}
+
+/// Where a profile goes.
+#[derive(Args)]
+struct ProfileOutput {
+    /// Functions in the table (by self instructions).
+    #[arg(long, default_value_t = 30)]
+    top: usize,
+    /// Write a flame graph (SVG) here.
+    #[arg(long)]
+    svg: Option<PathBuf>,
+    /// Write the folded stacks here.
+    #[arg(long)]
+    folded: Option<PathBuf>,
+}
+
+fn hex_arg(what: &str, text: &str) -> Result<Vec<u8>, Box<dyn std::error::Error>> {
+    hex::decode(text.trim()).map_err(|e| format!("{what}: {e}").into())
+}
+
+fn describe(e: &Execution) -> String {
+    let result = match &e.result {
+        MessageResult::Reply(b) => format!("reply of {} bytes", b.len()),
+        other => format!("{other:?}"),
+    };
+    format!(
+        "{}: {result}\ninstructions: {} (billed {}), heap dirty pages: {}, stable dirty pages: {}, \
+         {:.3} ms with the profiler",
+        e.entry,
+        e.instructions,
+        e.billed_instructions,
+        e.heap_dirty_pages,
+        e.stable_dirty_pages,
+        e.wall_time.as_secs_f64() * 1e3
+    )
+}
+
+/// Warns when the program has no function names (a wasm without `name` section).
+fn warn_without_names(program: &Program) {
+    let imported = program.info().ic0_imports.len();
+    let named = program
+        .function_names()
+        .is_some_and(|names| names.iter().skip(imported).any(|n| !n.starts_with("func[")));
+    if !named {
+        eprintln!(
+            "warning: the wasm has no function names (no `name` section); profile the \
+             `.named.wasm` that scripts/build.sh writes next to it"
+        );
+    }
+}
+
+fn write_profile(
+    profile: &Profile,
+    output: &ProfileOutput,
+    title: &str,
+) -> Result<(), Box<dyn std::error::Error>> {
+    print!("{}", profile.top_table(output.top));
+    if let Some(path) = &output.folded {
+        std::fs::write(path, profile.folded())?;
+        eprintln!("folded stacks: {}", path.display());
+    }
+    if let Some(path) = &output.svg {
+        std::fs::write(path, profile.flamegraph_svg(title)?)?;
+        eprintln!("flame graph: {}", path.display());
+    }
+    Ok(())
 }
 
 fn main() -> ExitCode {
@@ -102,47 +287,6 @@ fn run(cli: Cli) -> Result<ExitCode, Box<dyn std::error::Error>> {
         cache_dir: None,
     })?;
     match cli.command {
-        Command::Canbench {
-            pattern,
-            config,
-            persist,
-            fail_on_regression,
-            noise_threshold,
-            no_build,
-            results_file,
-        } => {
-            let options = RunOptions {
-                pattern,
-                noise_threshold,
-                persist,
-                skip_build: no_build,
-                results_file,
-            };
-            // The baseline as it was before this run (for the regression table).
-            let cfg = canbench::CanbenchConfig::read(&config)?;
-            let dir = config
-                .parent()
-                .filter(|p| !p.as_os_str().is_empty())
-                .unwrap_or(std::path::Path::new("."));
-            let baseline = ResultsFile::read(&canbench::results_path_for(
-                dir,
-                &cfg,
-                options.results_file.as_deref(),
-            ))?;
-            let mut out = std::io::stdout();
-            let mut progress = std::io::stderr();
-            let summary = canbench::run(&engine, &config, &options, &mut out, &mut progress)?;
-            let regressions = summary.regressions();
-            if fail_on_regression && !regressions.is_empty() {
-                eprintln!(
-                    "\n{} benchmark(s) regressed beyond the {noise_threshold}% noise threshold:",
-                    regressions.len()
-                );
-                canbench::write_change_table(&mut std::io::stderr(), &summary, &baseline)?;
-                return Ok(ExitCode::from(1));
-            }
-            Ok(ExitCode::SUCCESS)
-        }
         Command::Candid { wasm } => {
             let program = engine.load_file(&wasm)?;
             let (mut canister, _) =
@@ -177,6 +321,98 @@ fn run(cli: Cli) -> Result<ExitCode, Box<dyn std::error::Error>> {
             for (name, data) in &info.metadata {
                 println!("metadata {name}: {} bytes", data.len());
             }
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Profile {
+            wasm,
+            method,
+            query,
+            arg_hex,
+            install_hex,
+            setup,
+            benchmarking,
+            output,
+        } => {
+            let program = engine.load_file_profiled(&wasm)?;
+            warn_without_names(&program);
+            let subnet = if benchmarking {
+                SubnetKind::Benchmarking
+            } else {
+                SubnetKind::Application
+            };
+            let settings = Settings {
+                subnet,
+                ..Settings::default()
+            };
+            let (mut canister, _) = Canister::install(
+                &engine,
+                &program,
+                &hex_arg("--install-hex", &install_hex)?,
+                settings,
+            )?;
+            for call in &setup {
+                let (m, arg) = match call.split_once(':') {
+                    Some((m, h)) => (m, hex_arg("--setup", h)?),
+                    None => (call.as_str(), b"DIDL\x00\x00".to_vec()),
+                };
+                let e = canister.update(m, &arg)?;
+                if e.result.is_trap() {
+                    return Err(format!("setup call {m}: {:?}", e.result).into());
+                }
+                eprintln!("setup {m}: {} instructions", e.instructions);
+            }
+            let arg = hex_arg("--arg-hex", &arg_hex)?;
+            let (exec, profile) = if query {
+                canister.query_profiled(&method, &arg)?
+            } else {
+                canister.update_profiled(&method, &arg)?
+            };
+            println!("{}\n", describe(&exec));
+            write_profile(&profile, &output, &exec.entry)?;
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::ProfileBench {
+            wasm,
+            bench,
+            install_hex,
+            stable_memory,
+            output,
+        } => {
+            let program = engine.load_file_profiled(&wasm)?;
+            warn_without_names(&program);
+            // Installed and called as canbench does (offline_engine::canbench, the runner the
+            // bench suite and offline-pocket-ic's callers share).
+            let stable = stable_memory.map(std::fs::read).transpose()?;
+            let mut canister = canbench::install(
+                &engine,
+                &program,
+                &hex_arg("--install-hex", &install_hex)?,
+                stable.as_deref(),
+            )?;
+            let (exec, profile) = canister.query_profiled(
+                &format!("{}{bench}", canbench::BENCH_PREFIX),
+                canbench::BENCH_ARG,
+            )?;
+            println!("{}", describe(&exec));
+            if let MessageResult::Reply(bytes) = &exec.result
+                && let Ok(r) = candid::decode_one::<BenchResult>(bytes)
+            {
+                println!(
+                    "canbench total: {} instructions (the benchmark's own count, inside the query)",
+                    r.total.instructions()
+                );
+            }
+            println!();
+            write_profile(&profile, &output, &format!("canbench {bench}"))?;
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::HostTime { heap_mib, messages } => {
+            let mut rows = Vec::new();
+            for mib in heap_mib {
+                eprintln!("heap {mib} MiB ...");
+                rows.push(offline_engine::host_time::measure(&engine, mib, messages)?);
+            }
+            offline_engine::host_time::write_table(&mut std::io::stdout(), &rows)?;
             Ok(ExitCode::SUCCESS)
         }
         Command::Call {
@@ -226,6 +462,128 @@ fn run(cli: Cli) -> Result<ExitCode, Box<dyn std::error::Error>> {
                 exec.heap_dirty_pages,
                 exec.stable_dirty_pages,
                 exec.instructions_per_second() / 1e9
+            );
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Validation(cmd) => validation(*cmd),
+    }
+}
+
+fn sha256_file(path: &std::path::Path) -> Result<String, Box<dyn std::error::Error>> {
+    use sha2::Digest;
+    let bytes = std::fs::read(path).map_err(|e| format!("{}: {e}", path.display()))?;
+    Ok(hex::encode(sha2::Sha256::digest(bytes)))
+}
+
+fn validation(cmd: ValidationCommand) -> Result<ExitCode, Box<dyn std::error::Error>> {
+    use offline_engine::validation::{self, CompilerVariance, RepositoryData, Suite};
+    let read = |p: &std::path::Path| -> Result<Option<String>, Box<dyn std::error::Error>> {
+        match std::fs::read_to_string(p) {
+            Ok(t) => Ok(Some(t)),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+            Err(e) => Err(format!("{}: {e}", p.display()).into()),
+        }
+    };
+    match cmd {
+        ValidationCommand::Record {
+            data,
+            repository,
+            results_file,
+            commit,
+            commit_date,
+            pocketic,
+            engine,
+            pocketic_server,
+            wasm,
+            compiler,
+            compiler_source,
+            lockfile,
+            build,
+            engine_commit,
+        } => {
+            let published = ResultsFile::read(&pocketic)?;
+            if published.benches.is_empty() {
+                return Err(format!("{}: no benches", pocketic.display()).into());
+            }
+            let ours = ResultsFile::read(&engine)?;
+            let rows = validation::compare(&published, &ours)?;
+            let mut file = match read(&data)? {
+                Some(t) => serde_yaml::from_str::<RepositoryData>(&t)?,
+                None => RepositoryData::new(&repository),
+            };
+            if file.repository != repository {
+                return Err(format!("{} holds {}", data.display(), file.repository).into());
+            }
+            let suite = Suite {
+                results_file,
+                commit,
+                commit_date,
+                canbench: published.version.clone(),
+                pocketic_server,
+                compiler,
+                compiler_source,
+                lockfile,
+                build,
+                wasm_sha256: sha256_file(&wasm)?,
+                engine_commit,
+                benches: rows.iter().filter(|r| r.scope.is_none()).count(),
+                scopes: rows.iter().filter(|r| r.scope.is_some()).count(),
+                rows,
+            };
+            let exact = suite.rows.iter().filter(|r| r.is_exact()).count();
+            let within = suite
+                .rows
+                .iter()
+                .filter(|r| r.is_within_tolerance())
+                .count();
+            println!(
+                "{}: {} benches, {} scopes; exact {exact}/{n}, within ±{}% {within}/{n}",
+                suite.results_file,
+                suite.benches,
+                suite.scopes,
+                validation::TOLERANCE_PCT,
+                n = suite.rows.len()
+            );
+            for r in suite.rows.iter().filter(|r| !r.is_exact()) {
+                println!(
+                    "  {}: {:?} -> {:?} ({:+} instructions, {:+.6}%)",
+                    r.key(),
+                    r.pocketic,
+                    r.engine,
+                    r.delta.instructions,
+                    r.delta.pct
+                );
+            }
+            file.upsert(suite);
+            file.check()?;
+            std::fs::write(&data, file.to_yaml()?)?;
+            Ok(ExitCode::SUCCESS)
+        }
+        ValidationCommand::Variance {
+            data,
+            compiler,
+            engine,
+            wasm,
+            baseline,
+            build,
+            source_commit,
+            engine_commit,
+        } => {
+            let ours = ResultsFile::read(&engine)?;
+            if ours.benches.is_empty() {
+                return Err(format!("{}: no benches", engine.display()).into());
+            }
+            let mut file = match read(&data)? {
+                Some(t) => serde_yaml::from_str::<CompilerVariance>(&t)?,
+                None => CompilerVariance::new(&build, &source_commit, &engine_commit, &baseline),
+            };
+            file.upsert(&compiler, &sha256_file(&wasm)?, &ours)?;
+            std::fs::write(&data, file.to_yaml()?)?;
+            println!(
+                "{}: {} compilers, {} benches",
+                data.display(),
+                file.compilers.len(),
+                file.benches.len()
             );
             Ok(ExitCode::SUCCESS)
         }

@@ -11,7 +11,9 @@ use std::collections::VecDeque;
 
 use wasmtime::{Caller, Global, Linker, Memory, Val, WasmTy};
 
+use crate::heap::DirtyMap;
 use crate::instrument::{INJECTED_MODULE, OUT_OF_INSTRUCTIONS};
+use crate::profile::ProfState;
 use crate::stable::{
     MAX_32BIT_WASM_PAGES, MAX_STABLE_WASM_PAGES, OS_PAGE, OutOfBounds, StableMemory,
 };
@@ -364,10 +366,21 @@ pub(crate) struct SystemState {
     pub stable: StableMemory,
 }
 
+/// The written-page map of the instance's heap (`crate::heap`).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct DirtyMapMemory {
+    pub memory: Memory,
+    pub layout: DirtyMap,
+}
+
 /// The wasmtime store data.
 pub(crate) struct StoreData {
     pub counter: Option<Global>,
     pub memory: Option<Memory>,
+    /// The written-page map, which host functions writing the heap mark.
+    pub dirty_map: Option<DirtyMapMemory>,
+    /// The current message's profile, when the program is profiled.
+    pub profiler: Option<Box<ProfState>>,
     pub sys: SystemState,
     pub msg: MessageCtx,
     pub trap: Option<TrapCause>,
@@ -466,6 +479,14 @@ fn read_heap(c: &mut C<'_>, api: &str, src: u64, len: u64) -> R<Vec<u8>> {
     }
 }
 
+/// Marks `[start, start + len)` of the heap in the written-page map (host writes).
+fn mark_written(c: &mut C<'_>, start: u64, len: u64) {
+    if let Some(map) = c.data().dirty_map {
+        map.layout
+            .mark_range(map.memory.data_mut(&mut *c), start, len);
+    }
+}
+
 /// Copies `source(data)[offset..offset+size]` to the heap at `dst`.
 fn copy_to_heap(
     c: &mut C<'_>,
@@ -493,6 +514,7 @@ fn copy_to_heap(
         ));
     };
     heap[dr].copy_from_slice(&src[sr]);
+    mark_written(c, dst, size);
     Ok(())
 }
 
@@ -502,6 +524,7 @@ fn write_heap(c: &mut C<'_>, api: &str, dst: u64, bytes: &[u8]) -> R<()> {
     match range(dst, bytes.len() as u64, heap.len()) {
         Some(r) => {
             heap[r].copy_from_slice(bytes);
+            mark_written(c, dst, bytes.len() as u64);
             Ok(())
         }
         None => {
@@ -1453,7 +1476,10 @@ pub(crate) fn add_to_linker<I: Addr>(linker: &mut Linker<StoreData>) -> wasmtime
             ));
         };
         match data.sys.stable.read(offset, &mut heap[r]) {
-            Ok(()) => Ok(()),
+            Ok(()) => {
+                mark_written(c, dst, len);
+                Ok(())
+            }
             Err(OutOfBounds) => Err(fail(c, TrapCause::StableOutOfBounds)),
         }
     }
@@ -1590,6 +1616,8 @@ mod tests {
         StoreData {
             counter: None,
             memory: None,
+            dirty_map: None,
+            profiler: None,
             sys: SystemState {
                 canister_id: vec![],
                 controllers: vec![],

@@ -4,7 +4,7 @@
 
 use std::path::PathBuf;
 
-use offline_engine::{Canister, Engine, EngineConfig, MessageResult, Settings};
+use offline_engine::{Canister, Engine, EngineConfig, Settings, canbench};
 
 fn wasm(name: &str) -> Vec<u8> {
     let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
@@ -40,20 +40,20 @@ fn bench_canister_canbench_query_decodes() {
     let program = engine.load(&bytes).unwrap();
     let benches = program.canbench_benchmarks();
     assert!(!benches.is_empty());
-    let (mut c, _) =
-        Canister::install(&engine, &program, b"DIDL\x00\x00", Settings::benchmarking()).unwrap();
+    let mut c = canbench::install(&engine, &program, &[], None).unwrap();
     let heap = c.heap_size_bytes();
     // The cheapest-looking benchmark; any that replies will do.
     let name = benches
         .iter()
         .find(|b| b.contains("unbatched_insert_1"))
         .unwrap_or(&benches[0]);
-    let e = c.query(&format!("__canbench__{name}"), &[]).unwrap();
-    let MessageResult::Reply(bytes) = &e.result else {
-        panic!("{name}: {:?}", e.result)
-    };
-    let r: offline_engine::canbench::BenchResult = candid::decode_one(bytes).unwrap();
-    assert!(r.total.instructions() > 0 && r.total.instructions() <= e.instructions);
-    // Query state is discarded, including memory growth.
+    let run = canbench::run_benchmark(&mut c, name).unwrap();
+    let total = run.result.total.instructions();
+    assert!(total > 0 && total <= run.execution.instructions);
+    // Query state is discarded, including memory growth: the same bench measures the same.
     assert_eq!(c.heap_size_bytes(), heap);
+    assert_eq!(
+        canbench::run_benchmark(&mut c, name).unwrap().result,
+        run.result
+    );
 }

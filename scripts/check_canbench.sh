@@ -1,0 +1,15 @@
+#!/usr/bin/env bash
+# CI gate of the committed canbench results (canbench_results.offline.yml, CI scale), as
+# canbench's own CI has it: runs canbench --persist --csv --show-summary through
+# offline-pocket-ic (scripts/canbench.sh) and fails if any figure moved by the noise threshold
+# (2%) or more in either direction -- instructions, heap and stable-memory increases, scope
+# calls -- or a benchmark was added or removed; checks that every figure equals the engine's
+# direct run; then checks that --instruction-tracing writes flamegraphs. After an intended
+# change: scripts/canbench.sh --persist, and commit canbench_results.offline.yml with it.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+# The same build as scripts/test.sh (see scripts/canbench.sh): nothing is built twice.
+cargo build --release -q --workspace --all-targets
+target/release/bench-suite canbench-check --config canbench.offline.yml --runner scripts/canbench.sh \
+  --trace users_orders_select "$@"

@@ -1,0 +1,49 @@
+//! `offline-pocket-ic`: a server that speaks PocketIC's REST protocol, as the `pocket-ic` 13
+//! client (and hence `canbench` 0.7) drives it, and runs every canister on the offline engine
+//! (`offline_engine`: wasmtime with the replica's instruction metering and message semantics).
+//!
+//! It is not PocketIC: there is no replica, no consensus, no certification and no fee charging.
+//! What it implements, what it answers with an error and what it leaves out is listed in the
+//! crate's README (`src/pocket_ic_server/README.md`). The protocol types are `pocket-ic`'s own
+//! ([`pocket_ic::common::rest`]); the management canister's Candid types are
+//! `ic-management-canister-types`'.
+//!
+//! Layout: [`instance`] holds an instance's subnets, canisters, time and ingress messages and
+//! runs its rounds; [`management`] executes calls to the management canister; [`reject`]
+//! builds the IC's reject responses from the engine's results; [`topology`] assigns subnet and
+//! canister ids; [`blob_store`] is the server-wide blob store; [`routes`] maps the HTTP
+//! endpoints onto all of that; [`server`] binds, writes the port file and enforces the TTLs.
+#![deny(missing_docs)]
+
+pub mod blob_store;
+pub mod error;
+pub mod instance;
+pub mod management;
+pub mod reject;
+pub mod routes;
+pub mod server;
+pub mod topology;
+
+pub use error::ServerError;
+
+/// What this server is called in its logs, HTTP `server` header and documentation.
+pub const SERVER_NAME: &str = "offline-pocket-ic";
+
+/// The engine label every figure produced through this server carries.
+pub const ENGINE_LABEL: &str = offline_engine::canbench::ENGINE_LABEL;
+
+/// The `pocket-ic` client version whose protocol this server speaks.
+pub const PROTOCOL_VERSION: &str = "13.0.0";
+
+/// The line `--version` prints: exactly what the `pocket-ic` 13 client's version check accepts
+/// (`pocket-ic-server <x.y.z>` with `13.0.0 <= x.y.z < 14`). Everywhere else the server names
+/// itself [`SERVER_NAME`].
+pub const VERSION_LINE: &str = "pocket-ic-server 13.0.0";
+
+/// One line saying what this server is (logs, `/status`, the HTTP `server` header).
+pub fn identity() -> String {
+    format!(
+        "{SERVER_NAME} {} (engine: {ENGINE_LABEL}; PocketIC REST protocol of pocket-ic {PROTOCOL_VERSION})",
+        env!("CARGO_PKG_VERSION")
+    )
+}

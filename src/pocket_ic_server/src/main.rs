@@ -1,0 +1,79 @@
+//! `offline-pocket-ic`: serves PocketIC's REST protocol over the offline engine.
+//!
+//! Point `POCKET_IC_BIN` (the `pocket-ic` client) or `canbench --runtime-path ...
+//! --no-runtime-integrity-check` at this binary. The client starts it with `--port-file` and the
+//! TTLs; `--version` prints only the line the client's version check requires.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use clap::Parser;
+use pocket_ic_server::server::{ServerConfig, serve};
+
+/// Serves PocketIC's REST protocol (pocket-ic 13 client, canbench 0.7) and runs every canister on
+/// the offline engine: wasmtime with the IC's instruction metering, no replica.
+#[derive(Parser)]
+#[command(name = "offline-pocket-ic", disable_version_flag = true)]
+struct Args {
+    /// Print the version line the pocket-ic client checks (`pocket-ic-server 13.0.0`) and exit.
+    #[arg(long)]
+    version: bool,
+    /// Address to bind.
+    #[arg(long, short, default_value = "127.0.0.1")]
+    ip_addr: String,
+    /// Port to listen on (0: any free port).
+    #[arg(long, short, default_value_t = 0)]
+    port: u16,
+    /// File to write the port to (created atomically; if it exists, exit at once).
+    #[arg(long)]
+    port_file: Option<PathBuf>,
+    /// Shut down after this many seconds without requests.
+    #[arg(long, default_value_t = 60)]
+    ttl: u64,
+    /// Exit this many seconds after launch, whatever is running.
+    #[arg(long)]
+    hard_ttl: Option<u64>,
+    /// Accepted for compatibility with PocketIC's command line; this server has no log levels.
+    #[arg(long, short)]
+    log_levels: Option<String>,
+    /// Do not print canisters' debug_print output.
+    #[arg(long)]
+    mute_canister_output: bool,
+}
+
+fn main() -> ExitCode {
+    let args = Args::parse();
+    if args.version {
+        println!("{}", pocket_ic_server::VERSION_LINE);
+        return ExitCode::SUCCESS;
+    }
+    let config = ServerConfig {
+        ip_addr: args.ip_addr,
+        port: args.port,
+        port_file: args.port_file,
+        ttl: Duration::from_secs(args.ttl),
+        hard_ttl: args.hard_ttl.map(Duration::from_secs),
+        mute_canister_output: args.mute_canister_output,
+    };
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!(
+                "{}: cannot start the async runtime: {e}",
+                pocket_ic_server::SERVER_NAME
+            );
+            return ExitCode::from(2);
+        }
+    };
+    match runtime.block_on(serve(config)) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("{}: {e}", pocket_ic_server::SERVER_NAME);
+            ExitCode::from(2)
+        }
+    }
+}

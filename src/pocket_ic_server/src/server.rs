@@ -1,0 +1,137 @@
+//! Starting and stopping the server as the `pocket-ic` client expects: the port file is
+//! created atomically (if it exists, another server already serves this client and this one
+//! exits at once), the port is written to it followed by a newline once the server listens, and
+//! it is removed again on shutdown. The server shuts down when it has been idle for its TTL,
+//! on SIGINT/SIGTERM, and exits hard when its hard TTL since launch has passed.
+
+use std::fs::File;
+use std::io::Write;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use offline_engine::{Engine, EngineConfig};
+
+use crate::error::ServerError;
+use crate::instance::Programs;
+use crate::routes::{AppState, Shared, router};
+
+/// How the server is started (the `pocket-ic` client passes `--port-file` and the TTLs).
+#[derive(Debug, Clone)]
+pub struct ServerConfig {
+    /// Address to bind.
+    pub ip_addr: String,
+    /// Port to bind (0: any free port).
+    pub port: u16,
+    /// File to write the port to.
+    pub port_file: Option<PathBuf>,
+    /// Shut down after this long without requests.
+    pub ttl: Duration,
+    /// Exit this long after launch, whatever is running.
+    pub hard_ttl: Option<Duration>,
+    /// Do not print canisters' `debug_print` output.
+    pub mute_canister_output: bool,
+}
+
+fn io(what: impl Into<String>) -> impl FnOnce(std::io::Error) -> ServerError {
+    let what = what.into();
+    move |source| ServerError::Io { what, source }
+}
+
+fn remove_port_file(path: &Option<PathBuf>) {
+    if let Some(p) = path {
+        // Already gone is fine: the port file only tells clients where to connect.
+        let _ = std::fs::remove_file(p);
+    }
+}
+
+async fn shutdown_signal(state: AppState, ttl: Duration) {
+    let idle = async {
+        loop {
+            tokio::time::sleep(Duration::from_millis(250)).await;
+            if state.activity.idle_for().is_some_and(|d| d > ttl) {
+                eprintln!(
+                    "{}: no request for {} s, shutting down",
+                    crate::SERVER_NAME,
+                    ttl.as_secs()
+                );
+                return;
+            }
+        }
+    };
+    let interrupted = async {
+        let _ = tokio::signal::ctrl_c().await;
+    };
+    #[cfg(unix)]
+    let terminated = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut s) => {
+                s.recv().await;
+            }
+            Err(_) => std::future::pending::<()>().await,
+        }
+    };
+    #[cfg(not(unix))]
+    let terminated = std::future::pending::<()>();
+    tokio::select! {
+        () = idle => {}
+        () = interrupted => {}
+        () = terminated => {}
+    }
+}
+
+/// Runs the server until its TTL, a signal or its hard TTL ends it. Returns at once (without
+/// serving) if the port file already exists.
+pub async fn serve(config: ServerConfig) -> Result<(), ServerError> {
+    let port_file = match &config.port_file {
+        Some(path) => match File::options().write(true).create_new(true).open(path) {
+            Ok(f) => Some(f),
+            // A server for this client is running already.
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => return Ok(()),
+            Err(e) => return Err(io(format!("creating {}", path.display()))(e)),
+        },
+        None => None,
+    };
+    let addr = format!("{}:{}", config.ip_addr, config.port);
+    let listener = match tokio::net::TcpListener::bind(&addr).await {
+        Ok(l) => l,
+        Err(e) => {
+            remove_port_file(&config.port_file);
+            return Err(io(format!("binding {addr}"))(e));
+        }
+    };
+    let port = listener
+        .local_addr()
+        .map_err(io("reading the bound address"))?
+        .port();
+    let engine = Engine::new(EngineConfig::default())?;
+    let state = Shared::new(Arc::new(Programs::new(engine)), config.mute_canister_output);
+    if let Some(mut f) = port_file {
+        f.write_all(format!("{port}\n").as_bytes())
+            .and_then(|()| f.flush())
+            .map_err(io("writing the port file"))?;
+    }
+    eprintln!(
+        "{}: listening on {}:{port}",
+        crate::identity(),
+        config.ip_addr
+    );
+    if let Some(hard_ttl) = config.hard_ttl {
+        let port_file = config.port_file.clone();
+        tokio::spawn(async move {
+            tokio::time::sleep(hard_ttl).await;
+            eprintln!(
+                "{}: hard TTL of {} s reached, exiting",
+                crate::SERVER_NAME,
+                hard_ttl.as_secs()
+            );
+            remove_port_file(&port_file);
+            std::process::exit(0);
+        });
+    }
+    let served = axum::serve(listener, router(state.clone()))
+        .with_graceful_shutdown(shutdown_signal(state, config.ttl))
+        .await;
+    remove_port_file(&config.port_file);
+    served.map_err(io("serving HTTP"))
+}
