@@ -54,6 +54,14 @@ pub struct StableMemory {
 }
 
 impl CanbenchConfig {
+    /// The install argument canbench sends: `init_args.hex` decoded, or empty bytes.
+    pub fn init_arg(&self) -> Result<Vec<u8>> {
+        match &self.init_args {
+            Some(a) => hex::decode(a.hex.trim()).context("init_args.hex"),
+            None => Ok(Vec::new()),
+        }
+    }
+
     /// Reads a canbench configuration file.
     pub fn read(path: &Path) -> Result<CanbenchConfig> {
         let text =
@@ -213,10 +221,7 @@ pub fn run(options: &CheckOptions, progress: &mut Progress) -> Result<CheckOutco
     let started = Instant::now();
     let engine = engine_runs::engine()?;
     let program = engine_runs::load(&engine, &config.wasm_path, "the canbench build_cmd")?;
-    let init_arg = match &config.init_args {
-        Some(a) => hex::decode(a.hex.trim()).context("init_args.hex")?,
-        None => Vec::new(),
-    };
+    let init_arg = config.init_arg()?;
     let stable = match &config.stable_memory {
         Some(s) => {
             Some(std::fs::read(&s.file).with_context(|| format!("reading {}", s.file.display()))?)

@@ -30,6 +30,9 @@ struct Wasms {
     /// The canbench flavour of the wasm (built by `BENCH_SCALE_DIVISOR=<1|100> scripts/build.sh canbench`).
     #[arg(long, default_value = "target/canister/bench_canister_canbench.wasm")]
     canbench_wasm: PathBuf,
+    /// The canbench configuration whose install argument (`init_args`) the benches get.
+    #[arg(long, default_value = "canbench.yml")]
+    canbench_config: PathBuf,
 }
 
 #[derive(Subcommand)]
@@ -93,12 +96,13 @@ enum Command {
     },
 }
 
-fn config(scale: Scale, w: &Wasms) -> SuiteConfig {
-    SuiteConfig {
+fn config(scale: Scale, w: &Wasms) -> Result<SuiteConfig> {
+    Ok(SuiteConfig {
         scale,
         deployable_wasm: w.wasm.clone(),
         canbench_wasm: w.canbench_wasm.clone(),
-    }
+        canbench_init_arg: canbench_check::CanbenchConfig::read(&w.canbench_config)?.init_arg()?,
+    })
 }
 
 fn main() -> ExitCode {
@@ -121,7 +125,7 @@ fn real_main() -> Result<ExitCode> {
                 scale.label(),
                 bench_suite::engine_runs::ENGINE_LABEL
             ));
-            let results = suite::run(&config(scale, &wasms), &mut progress)?;
+            let results = suite::run(&config(scale, &wasms)?, &mut progress)?;
             let files = bench_suite::output::write_all(&results, &out)?;
             for f in &files {
                 println!("wrote {}", f.display());
@@ -138,7 +142,7 @@ fn real_main() -> Result<ExitCode> {
             wasms,
         } => {
             let base = Baseline::read(&baseline)?;
-            let results = suite::run(&config(Scale::Ci, &wasms), &mut progress)?;
+            let results = suite::run(&config(Scale::Ci, &wasms)?, &mut progress)?;
             let changes = regression::compare(
                 &base.benches,
                 &suite::regression_figures(&results),
@@ -246,7 +250,7 @@ fn real_main() -> Result<ExitCode> {
             }
         }
         Command::UpdateBaseline { baseline, wasms } => {
-            let results = suite::run(&config(Scale::Ci, &wasms), &mut progress)?;
+            let results = suite::run(&config(Scale::Ci, &wasms)?, &mut progress)?;
             let b = Baseline {
                 engine: results.engine.clone(),
                 scale: Scale::Ci.label().into(),

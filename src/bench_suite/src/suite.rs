@@ -65,6 +65,8 @@ pub struct SuiteConfig {
     pub deployable_wasm: PathBuf,
     /// The canbench wasm.
     pub canbench_wasm: PathBuf,
+    /// Its install argument, as canbench sends it (`init_args` of `canbench.yml`).
+    pub canbench_init_arg: Vec<u8>,
 }
 
 /// A wasm that was measured.
@@ -327,8 +329,14 @@ pub fn run(config: &SuiteConfig, progress: &mut Progress) -> Result<SuiteResults
     let canbench_program = engine_runs::load(&engine, &config.canbench_wasm, BUILD_HINT_CANBENCH)?;
     progress.step(&format!("loading {}", config.deployable_wasm.display()));
     let deployable = engine_runs::load(&engine, &config.deployable_wasm, BUILD_HINT_DEPLOYABLE)?;
-    let canbench =
-        engine_runs::run_canbench(&engine, &canbench_program, &[], None, &|_| true, progress)?;
+    let canbench = engine_runs::run_canbench(
+        &engine,
+        &canbench_program,
+        &config.canbench_init_arg,
+        None,
+        &|_| true,
+        progress,
+    )?;
     check_scale(config.scale, &canbench)?;
     let mut message_runs = Vec::new();
     for mode in Mode::ALL {
