@@ -407,6 +407,17 @@ pub fn human(n: u64) -> String {
     }
 }
 
+/// Formats a byte count in binary units when it is a whole number of them (`4 MiB`, `2 KiB`),
+/// else with thousands separators and `bytes`.
+pub fn human_bytes(n: u64) -> String {
+    match n {
+        0 => "0 bytes".to_string(),
+        _ if n.is_multiple_of(1 << 20) => format!("{} MiB", n >> 20),
+        _ if n.is_multiple_of(1 << 10) => format!("{} KiB", n >> 10),
+        _ => format!("{} bytes", fmt_u(n)),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

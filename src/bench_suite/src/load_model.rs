@@ -8,14 +8,22 @@
 //!    callback, flushing pending ops in arrival order. The flush stops at its instruction budget
 //!    and at what is left of the round (the replica would continue a longer one in the next round
 //!    with DTS; the model splits it instead).
-//! 2. **Arrivals**: C new calls join the canister's ingress backlog; calls arriving when the
-//!    backlog holds `ingress_capacity` calls are rejected (a model bound, not an IC constant).
-//! 3. **Execution**: calls run in arrival order while the round has instructions left (a message
+//! 2. **Arrivals**: C new ops arrive, as C calls (unbatched, batched) or as client batches of up
+//!    to `client_batch_ops` ops each; they join the ingress pool. Calls arriving when
+//!    `ingress_capacity` calls wait (in the pool or inducted) are rejected (a model bound, not an
+//!    IC constant).
+//! 3. **Consensus**: the round's block takes calls from the pool in arrival order up to
+//!    `block_max_messages` messages and `block_max_bytes` ingress bytes (the IC's defaults:
+//!    1,000 messages and 4 MiB per block, at most 2 MiB per message on an application subnet,
+//!    `rs/limits/src/lib.rs` of the replica; one block per round, the rate that file assumes).
+//!    The subnet's other canisters share these limits: the model gives them all to this one.
+//! 4. **Execution**: inducted calls run in arrival order while the round has instructions left (a message
 //!    starts while the remaining budget is positive, as the scheduler does). Each execution also
 //!    counts the scheduler's per-execution overhead against the round, and each round with work
 //!    the per-canister overhead (the replica's `rs/config/src/subnet_config.rs`: 2 M and 8 M). Unbatched calls commit in their
 //!    round. A batched submit is queued (or answered `QueueFull` when `max_pending` ops are
-//!    pending); the submit that fills a batch of `flush_size` flushes it in the same call.
+//!    pending); the submit that fills a batch of `flush_size` flushes it in the same call. A
+//!    client batch commits its ops in the call.
 //!
 //! "Rounds until committed" counts the round an op arrived as round 1.
 
@@ -36,6 +44,33 @@ pub struct CallCosts {
     pub flush_per_op: u64,
     /// Timer task plus response callback around a timer flush (the self-call runs the flush).
     pub timer_overhead: u64,
+    /// Ingress bytes of one unbatched call.
+    pub unbatched_bytes: u64,
+    /// Ingress bytes of one submit call.
+    pub submit_bytes: u64,
+    /// Fixed part of one `execute_batch` call (billed instructions).
+    pub client_batch_fixed: u64,
+    /// Per-op part of one `execute_batch` call.
+    pub client_batch_per_op: u64,
+    /// Fixed part of one `execute_batch` call's ingress bytes.
+    pub client_batch_bytes_fixed: u64,
+    /// Per-op part of one `execute_batch` call's ingress bytes.
+    pub client_batch_bytes_per_op: u64,
+}
+
+impl CallCosts {
+    /// Ingress bytes and billed instructions of one call of `mode` carrying `ops` ops (1 for
+    /// unbatched and batched calls).
+    fn call(&self, mode: LoadMode, ops: u64) -> (u64, u64) {
+        match mode {
+            LoadMode::Unbatched => (self.unbatched_bytes, self.unbatched_call),
+            LoadMode::Batched => (self.submit_bytes, self.submit_call),
+            LoadMode::ClientBatch => (
+                self.client_batch_bytes_fixed + self.client_batch_bytes_per_op * ops,
+                self.client_batch_fixed + self.client_batch_per_op * ops,
+            ),
+        }
+    }
 }
 
 /// Parameters of the round model.
@@ -55,6 +90,14 @@ pub struct RoundModel {
     pub max_pending: usize,
     /// batch_core `flush_instruction_budget` (canister default 10 B).
     pub flush_budget: u64,
+    /// Ingress messages per block (the IC's default: 1,000).
+    pub block_max_messages: usize,
+    /// Ingress bytes per block (the IC's default: 4 MiB).
+    pub block_max_bytes: u64,
+    /// Ingress bytes per message (application subnet: 2 MiB).
+    pub message_max_bytes: u64,
+    /// Ops per client batch (fewer if the message would exceed `message_max_bytes`).
+    pub client_batch_ops: u64,
     /// Rounds during which calls arrive.
     pub arrival_rounds: u64,
     /// Give up draining after this many rounds.
@@ -71,6 +114,10 @@ impl Default for RoundModel {
             flush_size: 100,
             max_pending: 10_000,
             flush_budget: 10_000_000_000,
+            block_max_messages: 1_000,
+            block_max_bytes: 4 << 20,
+            message_max_bytes: 2 << 20,
+            client_batch_ops: 1_000,
             arrival_rounds: 20,
             max_rounds: 10_000,
         }
@@ -84,6 +131,26 @@ pub enum LoadMode {
     Unbatched,
     /// `submit_create_order`: queued, flushed by size or timer.
     Batched,
+    /// `execute_batch`: the client sends its ops in batches, each committed in its call.
+    ClientBatch,
+}
+
+impl LoadMode {
+    /// All modes in report order.
+    pub const ALL: [LoadMode; 3] = [
+        LoadMode::Unbatched,
+        LoadMode::Batched,
+        LoadMode::ClientBatch,
+    ];
+
+    /// Short label for tables.
+    pub fn label(self) -> &'static str {
+        match self {
+            LoadMode::Unbatched => "unbatched",
+            LoadMode::Batched => "submit+timer",
+            LoadMode::ClientBatch => "client batch",
+        }
+    }
 }
 
 /// What the simulation found for one mode and concurrency.
@@ -91,21 +158,25 @@ pub enum LoadMode {
 pub struct LoadResult {
     /// Write path.
     pub mode: LoadMode,
-    /// Calls arriving per round.
+    /// Ops arriving per round.
     pub concurrency: u64,
-    /// Calls offered in total.
+    /// Ops offered in total.
     pub offered: u64,
+    /// Ops per call (1, or the client batch size).
+    pub ops_per_call: u64,
     /// Ops committed.
     pub committed: u64,
-    /// Calls rejected (ingress backlog full, or `QueueFull`).
+    /// Ops rejected (ingress pool full, or `QueueFull`).
     pub rejected: u64,
+    /// Rounds whose block was full (messages or bytes) while calls waited in the pool.
+    pub rounds_block_full: u64,
     /// Ops committed per round while calls arrive.
     pub ops_per_round: f64,
     /// Mean rounds until an op is committed.
     pub mean_rounds_to_commit: f64,
     /// 99th percentile of rounds until committed.
     pub p99_rounds_to_commit: u64,
-    /// Largest backlog at a round's end (ingress backlog + pending ops).
+    /// Largest backlog at a round's end, in ops (ingress pool + inducted calls + pending ops).
     pub max_backlog: u64,
     /// Rounds until every accepted op was committed.
     pub rounds_total: u64,
@@ -120,18 +191,34 @@ pub fn simulate(
     mode: LoadMode,
     concurrency: u64,
 ) -> LoadResult {
-    let mut ingress: VecDeque<u64> = VecDeque::new(); // arrival round of each waiting call
+    let ops_per_call = match mode {
+        LoadMode::ClientBatch => {
+            let room = model
+                .message_max_bytes
+                .saturating_sub(costs.client_batch_bytes_fixed);
+            let fit = room / costs.client_batch_bytes_per_op.max(1);
+            model.client_batch_ops.min(fit).min(concurrency).max(1)
+        }
+        _ => 1,
+    };
+    // Calls as (arrival round, ops): waiting in the pool, then inducted into the canister.
+    let mut pool: VecDeque<(u64, u64)> = VecDeque::new();
+    let mut inducted: VecDeque<(u64, u64)> = VecDeque::new();
     let mut pending: VecDeque<u64> = VecDeque::new(); // arrival round of each queued op
     let mut latencies: Vec<u64> = Vec::new();
     let (mut rejected, mut max_backlog, mut committed_in_arrivals) = (0u64, 0u64, 0u64);
+    let mut rounds_block_full = 0u64;
     let mut used_in_arrivals = 0u128;
     let mut round = 0u64;
     let offered = concurrency * model.arrival_rounds;
     let limit = model.round_limit as i128;
+    let commit = |latencies: &mut Vec<u64>, round: u64, arrived: u64, ops: u64| {
+        latencies.extend(std::iter::repeat_n(round - arrived + 1, ops as usize));
+    };
     while round < model.max_rounds {
         round += 1;
         let arriving = round <= model.arrival_rounds;
-        if !arriving && ingress.is_empty() && pending.is_empty() {
+        if !arriving && pool.is_empty() && inducted.is_empty() && pending.is_empty() {
             round -= 1;
             break;
         }
@@ -154,33 +241,48 @@ pub fn simulate(
         }
         // 2. Arrivals.
         if arriving {
-            for _ in 0..concurrency {
-                if ingress.len() < model.ingress_capacity {
-                    ingress.push_back(round);
+            let mut left = concurrency;
+            while left > 0 {
+                let ops = left.min(ops_per_call);
+                left -= ops;
+                if pool.len() + inducted.len() < model.ingress_capacity {
+                    pool.push_back((round, ops));
                 } else {
-                    rejected += 1;
+                    rejected += ops;
                 }
             }
         }
-        // 3. Executions in arrival order while the round lasts.
-        if !ingress.is_empty() && !worked {
+        // 3. The block: messages and bytes.
+        let (mut messages, mut bytes) = (0usize, 0u64);
+        while let Some(&(arrived, ops)) = pool.front() {
+            let (size, _) = costs.call(mode, ops);
+            if messages == model.block_max_messages || bytes + size > model.block_max_bytes {
+                rounds_block_full += 1;
+                break;
+            }
+            messages += 1;
+            bytes += size;
+            inducted.push_back((arrived, ops));
+            pool.pop_front();
+        }
+        // 4. Executions in arrival order while the round lasts.
+        if !inducted.is_empty() {
             worked = true;
         }
         if worked {
             budget -= model.overhead_per_canister as i128;
         }
         while budget > 0 {
-            let Some(arrived) = ingress.pop_front() else {
+            let Some((arrived, ops)) = inducted.pop_front() else {
                 break;
             };
             budget -= model.overhead_per_execution as i128;
+            budget -= costs.call(mode, ops).1 as i128;
             match mode {
-                LoadMode::Unbatched => {
-                    budget -= costs.unbatched_call as i128;
-                    latencies.push(round - arrived + 1);
+                LoadMode::Unbatched | LoadMode::ClientBatch => {
+                    commit(&mut latencies, round, arrived, ops);
                 }
                 LoadMode::Batched => {
-                    budget -= costs.submit_call as i128;
                     if pending.len() >= model.max_pending {
                         rejected += 1;
                         continue;
@@ -202,7 +304,8 @@ pub fn simulate(
             committed_in_arrivals += (latencies.len() - before) as u64;
             used_in_arrivals += (limit - budget.max(0)) as u128;
         }
-        max_backlog = max_backlog.max((ingress.len() + pending.len()) as u64);
+        let waiting: u64 = pool.iter().chain(&inducted).map(|&(_, ops)| ops).sum();
+        max_backlog = max_backlog.max(waiting + pending.len() as u64);
     }
     let committed = latencies.len() as u64;
     let mean = if committed > 0 {
@@ -214,8 +317,10 @@ pub fn simulate(
         mode,
         concurrency,
         offered,
+        ops_per_call,
         committed,
         rejected,
+        rounds_block_full,
         ops_per_round: committed_in_arrivals as f64 / model.arrival_rounds.max(1) as f64,
         mean_rounds_to_commit: mean,
         p99_rounds_to_commit: percentile(&mut latencies, 99.0),
@@ -276,6 +381,12 @@ mod tests {
             flush_fixed: 90_000_000,
             flush_per_op: 10_000_000,
             timer_overhead: 0,
+            unbatched_bytes: 40,
+            submit_bytes: 50,
+            client_batch_fixed: 100_000_000,
+            client_batch_per_op: 1_000_000,
+            client_batch_bytes_fixed: 100,
+            client_batch_bytes_per_op: 10,
         }
     }
 
@@ -288,6 +399,10 @@ mod tests {
             flush_size: 1_000,
             max_pending: 1_000,
             flush_budget: 10_000_000_000,
+            block_max_messages: 1_000,
+            block_max_bytes: 1 << 20,
+            message_max_bytes: 1 << 20,
+            client_batch_ops: 1_000,
             arrival_rounds: 3,
             max_rounds: 100,
         }
@@ -355,6 +470,51 @@ mod tests {
         let r = simulate(&m, &costs(), LoadMode::Batched, 10);
         assert_eq!(r.committed, 0);
         assert_eq!(r.rejected, r.offered - 4);
+    }
+
+    #[test]
+    fn the_block_limits_calls_per_round() {
+        // Cheap calls: only the block's 3 messages per round get in; the rest wait in the pool.
+        let cheap = CallCosts {
+            unbatched_call: 1_000,
+            ..costs()
+        };
+        let m = RoundModel {
+            block_max_messages: 3,
+            ingress_capacity: 100,
+            ..model()
+        };
+        let r = simulate(&m, &cheap, LoadMode::Unbatched, 5);
+        assert_eq!((r.committed, r.rejected), (15, 0));
+        assert_eq!(r.ops_per_round, 3.0);
+        // 15 calls at 3 per round: rounds 1..=5; the pool was left waiting in rounds 1 to 4.
+        assert_eq!(r.rounds_total, 5);
+        assert_eq!(r.rounds_block_full, 4);
+        // Bytes: 40 bytes per call and 100 bytes per block admit two calls per round.
+        let m = RoundModel {
+            block_max_bytes: 100,
+            ..m
+        };
+        let r = simulate(&m, &cheap, LoadMode::Unbatched, 5);
+        assert_eq!(r.ops_per_round, 2.0);
+    }
+
+    #[test]
+    fn client_batches_carry_many_ops_per_message() {
+        // 50 ops per round in batches of at most 20 (bytes: 100 + 10 per op within 300 bytes):
+        // 3 calls of 20, 20 and 10 ops, 100 M + 1 M per op each, all in the round they arrive.
+        let m = RoundModel {
+            message_max_bytes: 300,
+            block_max_messages: 3,
+            ..model()
+        };
+        let r = simulate(&m, &costs(), LoadMode::ClientBatch, 50);
+        assert_eq!(r.ops_per_call, 20);
+        assert_eq!((r.committed, r.rejected), (150, 0));
+        assert_eq!(r.p99_rounds_to_commit, 1);
+        assert_eq!(r.rounds_block_full, 0);
+        // Round use: 3 executions (2 M each) + 300 M fixed + 50 M per-op of 1 B.
+        assert!((r.round_utilization - 0.356).abs() < 1e-9);
     }
 
     #[test]

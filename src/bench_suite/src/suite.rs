@@ -20,7 +20,7 @@ pub const BUILD_HINT_DEPLOYABLE: &str = "scripts/build.sh";
 pub const BUILD_HINT_CANBENCH: &str = "BENCH_SCALE_DIVISOR=<1|100> scripts/build.sh canbench";
 
 /// Concurrencies of the load model: the Go batching example's 100 and 500, and two loads beyond them.
-pub const LOAD_CONCURRENCIES: [u64; 4] = [100, 500, 2_000, 10_000];
+pub const LOAD_CONCURRENCIES: [u64; 5] = [100, 500, 2_000, 10_000, 100_000];
 
 /// Suite scale.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
@@ -200,8 +200,9 @@ pub fn call_overheads(runs: &[ModeRun], canbench: &CanbenchRun) -> Vec<CallOverh
 }
 
 /// Derives the load model's per-call costs from the message runs: the mean unbatched call and
-/// submit call of the largest N, a least-squares line through the flush (self-call) cost vs N,
-/// and the mean timer-task + callback cost. `None` without unbatched and batched runs.
+/// submit call of the largest N (instructions and ingress bytes), least-squares lines through
+/// the flush (self-call) cost vs N and through the `execute_batch` call's cost and bytes vs N,
+/// and the mean timer-task + callback cost. `None` without runs of every mode.
 pub fn derive_call_costs(runs: &[ModeRun]) -> Option<CallCosts> {
     let largest = |mode: Mode| runs.iter().filter(|r| r.mode == mode).max_by_key(|r| r.n);
     let mean_ingress = |run: &ModeRun| {
@@ -215,6 +216,31 @@ pub fn derive_call_costs(runs: &[ModeRun]) -> Option<CallCosts> {
     };
     let unbatched_call = mean_ingress(largest(Mode::Unbatched)?)?;
     let submit_call = mean_ingress(largest(Mode::SubmitAndTimer)?)?;
+    let mean_bytes = |run: &ModeRun| {
+        let v: Vec<u64> = run
+            .messages
+            .iter()
+            .filter_map(|m| match m.kind {
+                MessageKind::Ingress { bytes, .. } => Some(bytes),
+                _ => None,
+            })
+            .collect();
+        (!v.is_empty()).then(|| v.iter().sum::<u64>() / v.len() as u64)
+    };
+    // One execute_batch call per client-batch run: lines through its cost and bytes vs N.
+    let client: Vec<&ModeRun> = runs
+        .iter()
+        .filter(|r| r.mode == Mode::ClientBatch)
+        .collect();
+    let line = |f: &dyn Fn(&ModeRun) -> u64| {
+        let points: Vec<(f64, f64)> = client.iter().map(|r| (r.n as f64, f(r) as f64)).collect();
+        load_model::fit_line(&points)
+            .map(|(a, b)| (a.max(0.0).round() as u64, b.max(0.0).round() as u64))
+    };
+    let (client_batch_fixed, client_batch_per_op) =
+        line(&|r| r.messages.iter().map(|m| m.billed_instructions).sum())?;
+    let (client_batch_bytes_fixed, client_batch_bytes_per_op) =
+        line(&|r| mean_bytes(r).unwrap_or(0))?;
     let batched: Vec<&ModeRun> = runs
         .iter()
         .filter(|r| r.mode == Mode::SubmitAndTimer)
@@ -251,6 +277,12 @@ pub fn derive_call_costs(runs: &[ModeRun]) -> Option<CallCosts> {
         flush_fixed: a.max(0.0).round() as u64,
         flush_per_op: b.max(0.0).round() as u64,
         timer_overhead: overhead,
+        unbatched_bytes: mean_bytes(largest(Mode::Unbatched)?)?,
+        submit_bytes: mean_bytes(largest(Mode::SubmitAndTimer)?)?,
+        client_batch_fixed,
+        client_batch_per_op,
+        client_batch_bytes_fixed,
+        client_batch_bytes_per_op,
     })
 }
 
@@ -258,7 +290,7 @@ pub fn derive_call_costs(runs: &[ModeRun]) -> Option<CallCosts> {
 pub fn run_load(model: &RoundModel, costs: &CallCosts) -> Vec<LoadResult> {
     let mut out = Vec::new();
     for c in LOAD_CONCURRENCIES {
-        for mode in [LoadMode::Unbatched, LoadMode::Batched] {
+        for mode in LoadMode::ALL {
             out.push(load_model::simulate(model, costs, mode, c));
         }
     }
@@ -498,7 +530,13 @@ pub(crate) mod tests {
                 mode: Mode::ClientBatch,
                 n,
                 committed: n,
-                messages: vec![ing(700_000 + 22_000 * n)],
+                messages: vec![rec(
+                    MessageKind::Ingress {
+                        method: "m".into(),
+                        bytes: 100 + 17 * n,
+                    },
+                    700_000 + 22_000 * n,
+                )],
             });
         }
         runs
@@ -586,6 +624,15 @@ pub(crate) mod tests {
         assert_eq!(c.flush_fixed, 700_000);
         assert_eq!(c.flush_per_op, 20_000);
         assert_eq!(c.timer_overhead, 30_000);
+        assert_eq!((c.unbatched_bytes, c.submit_bytes), (40, 40));
+        assert_eq!(
+            (c.client_batch_fixed, c.client_batch_per_op),
+            (700_000, 22_000)
+        );
+        assert_eq!(
+            (c.client_batch_bytes_fixed, c.client_batch_bytes_per_op),
+            (100, 17)
+        );
         assert!(derive_call_costs(&[]).is_none());
     }
 
@@ -593,7 +640,7 @@ pub(crate) mod tests {
     fn assembled_results_hold_every_table() {
         let r = synthetic_results();
         assert_eq!(r.messages.len(), 9);
-        assert_eq!(r.load.len(), 2 * LOAD_CONCURRENCIES.len());
+        assert_eq!(r.load.len(), LoadMode::ALL.len() * LOAD_CONCURRENCIES.len());
         assert_eq!(r.gains.len(), 15);
         assert_eq!(r.flush.len(), 4);
         assert_eq!(r.call_overhead.len(), 1); // no scopes in the synthetic batched_insert_1000
