@@ -7,6 +7,7 @@
 use candid::{CandidType, Deserialize, Principal};
 
 pub mod fixture;
+pub mod packed;
 pub mod schema;
 pub mod wire;
 
@@ -462,6 +463,7 @@ pub const WRITE_METHODS: &[&str] = &[
     "submit_delete_user_orders",
     "flush",
     "execute_batch",
+    "execute_batch_packed",
 ];
 
 /// The methods only controllers may call.

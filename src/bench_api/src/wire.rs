@@ -115,6 +115,41 @@ pub fn decode_text_text(bytes: &[u8]) -> Result<(String, String), candid::Error>
     }
 }
 
+/// The type table and argument types of a single `blob` (`vec nat8`) argument or reply: one
+/// table entry `vec` (−19) of `nat8` (−5), one value of table type 0.
+const BLOB_TYPES: [u8; 5] = [0x01, 0x6d, 0x7b, 0x01, 0x00];
+
+/// Decodes a single `blob` argument (`execute_batch_packed`): read in place when it has the
+/// encoding every Candid library emits for it, else with `candid`.
+pub fn decode_blob(bytes: &[u8]) -> Result<Vec<u8>, candid::Error> {
+    let fast = bytes
+        .strip_prefix(MAGIC.as_slice())
+        .and_then(|rest| rest.strip_prefix(BLOB_TYPES.as_slice()))
+        .and_then(|body| {
+            let (len, body) = read_leb(body)?;
+            (body.len() == len).then(|| body.to_vec())
+        });
+    match fast {
+        Some(blob) => Ok(blob),
+        None => candid_decode::<(serde_bytes::ByteBuf,)>(bytes).map(|(b,)| b.into_vec()),
+    }
+}
+
+/// Encodes a single `blob` reply (`execute_batch_packed`).
+pub fn encode_blob(blob: &[u8]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(MAGIC.len() + BLOB_TYPES.len() + 10 + blob.len());
+    out.extend_from_slice(MAGIC);
+    out.extend_from_slice(&BLOB_TYPES);
+    let mut len = blob.len() as u64;
+    while len >= 0x80 {
+        out.push(len as u8 | 0x80);
+        len >>= 7;
+    }
+    out.push(len as u8);
+    out.extend_from_slice(blob);
+    out
+}
+
 /// A reply whose bytes end with a fixed number of value bytes after a fixed prefix.
 struct Template {
     prefix: Vec<u8>,

@@ -273,6 +273,10 @@ fn args_i64(bytes: Vec<u8>) -> i64 {
         .0
 }
 
+fn args_blob(bytes: Vec<u8>) -> Vec<u8> {
+    bench_api::wire::decode_blob(&bytes).unwrap_or_else(|e| trap_decode(e))
+}
+
 fn args_text_text(bytes: Vec<u8>) -> (String, String) {
     bench_api::wire::decode_text_text(&bytes).unwrap_or_else(|e| trap_decode(e))
 }
@@ -318,6 +322,7 @@ interface! {
     submit_create_order(user_id: i64, amount: f64) -> Ticket;
     submit_update_order_amount(order_id: i64, amount: f64) -> Ticket;
     submit_delete_user_orders(user_id: i64) -> Ticket;
+    execute_batch_packed(ops: serde_bytes::ByteBuf) -> serde_bytes::ByteBuf;
 }
 
 // ---- unbatched writes: each call is its own autocommit transaction ----
@@ -404,6 +409,23 @@ fn careful_flush(limit: u64) -> FlushResult {
 #[ic_cdk::update]
 fn execute_batch(ops: Vec<UserOrderOp>) -> BatchResult {
     batch(ops).into()
+}
+
+/// `execute_batch` with the ops and outcomes packed (`bench_api::packed`): replies a blob of
+/// outcomes, or refuses with a reject naming the error.
+#[ic_cdk::update(hidden = true, manual_reply = true, decode_with = "args_blob")]
+fn execute_batch_packed(packed: Vec<u8>) {
+    let outcomes = access::require_writer(write_access()).and_then(|()| {
+        let ops = bench_api::packed::decode_ops(&packed, MAX_CLIENT_BATCH)
+            .map_err(|e| WriteError::Invalid(e.to_string()))?;
+        batch(ops)
+    });
+    match outcomes {
+        Ok(outcomes) => ic_cdk::api::msg_reply(bench_api::wire::encode_blob(
+            &bench_api::packed::encode_outcomes(&outcomes),
+        )),
+        Err(e) => ic_cdk::api::msg_reject(e.to_string()),
+    }
 }
 
 fn batch(ops: Vec<UserOrderOp>) -> Result<Vec<Outcome>, WriteError> {

@@ -359,8 +359,17 @@ fn random_run_matches_the_reference_model() {
                 let ops: Vec<UserOrderOp> = (0..1 + rng.below(8))
                     .map(|_| model.random_op(&mut rng))
                     .collect();
-                let r: BatchResult = c.update_as(WRITER, "execute_batch", (ops.clone(),));
-                let outcomes = Result::from(r).expect("executed");
+                // As Candid or packed (`execute_batch_packed`): the same outcomes.
+                let outcomes = if rng.below(2) == 0 {
+                    let r: BatchResult = c.update_as(WRITER, "execute_batch", (ops.clone(),));
+                    Result::from(r).expect("executed")
+                } else {
+                    let packed = serde_bytes::ByteBuf::from(bench_api::packed::encode_ops(&ops));
+                    let r: serde_bytes::ByteBuf =
+                        c.update_as(WRITER, "execute_batch_packed", (packed,));
+                    bench_api::packed::decode_outcomes(&r).expect("a packed reply")
+                };
+                assert_eq!(outcomes.len(), ops.len(), "step {step}");
                 for (op, actual) in ops.iter().zip(&outcomes) {
                     assert_eq!(
                         outcome_from_candid(actual),
@@ -386,9 +395,16 @@ fn random_run_matches_the_reference_model() {
             }
             // Strangers: refused before the canister pays, nothing changes.
             _ => {
-                let exec = match rng.below(3) {
+                let exec = match rng.below(4) {
                     0 => c.raw_update(STRANGER, "submit_create_order", (1i64, 1.0f64)),
                     1 => c.raw_update(STRANGER, "flush", ()),
+                    2 => c.raw_update(
+                        STRANGER,
+                        "execute_batch_packed",
+                        (serde_bytes::ByteBuf::from(bench_api::packed::encode_ops(
+                            &[UserOrderOp::DeleteUserOrders { user_id: 1 }],
+                        )),),
+                    ),
                     _ => c.raw_update(
                         STRANGER,
                         "execute_batch",

@@ -253,3 +253,106 @@ fn the_committed_did_matches_the_code() {
         panic!("bench_canister.did differs from the code: {e}\n--- from the code:\n{from_code}")
     });
 }
+
+/// `execute_batch_packed` gives exactly the outcomes of `execute_batch` for the same ops on
+/// the same state, committed, failed and changing nothing, with fewer ingress bytes and fewer
+/// instructions; malformed bytes are refused whole.
+#[test]
+fn a_packed_batch_matches_the_candid_batch() {
+    let ops = vec![
+        UserOrderOp::CreateUser {
+            username: "carol".into(),
+            email: "carol@x".into(),
+        },
+        UserOrderOp::CreateOrder {
+            user_id: 1,
+            amount: -0.0,
+        },
+        // A missing user: the foreign key fails this op only.
+        UserOrderOp::CreateOrder {
+            user_id: 99,
+            amount: 1.5,
+        },
+        // NaN is stored as NULL: NOT NULL fails.
+        UserOrderOp::CreateOrder {
+            user_id: 2,
+            amount: f64::NAN,
+        },
+        UserOrderOp::UpdateOrderAmount {
+            order_id: 1,
+            amount: f64::MAX,
+        },
+        // No such order: committed, nothing changed.
+        UserOrderOp::UpdateOrderAmount {
+            order_id: 1_000,
+            amount: 2.0,
+        },
+        UserOrderOp::DeleteUserOrders { user_id: 3 },
+    ];
+    let mut runs = Vec::new();
+    for packed in [false, true] {
+        let mut c = Client::install(InitArgs::default());
+        c.create_user("alice");
+        c.create_user("bob");
+        let (exec, outcomes) = if packed {
+            let arg = serde_bytes::ByteBuf::from(bench_api::packed::encode_ops(&ops));
+            let exec = c.raw_update(CONTROLLER, "execute_batch_packed", (arg,));
+            let reply: serde_bytes::ByteBuf =
+                bench_suite::client::decode("execute_batch_packed", &exec);
+            (exec, bench_api::packed::decode_outcomes(&reply).unwrap())
+        } else {
+            let exec = c.raw_update(CONTROLLER, "execute_batch", (ops.clone(),));
+            let r: BatchResult = bench_suite::client::decode("execute_batch", &exec);
+            (exec, Result::from(r).unwrap())
+        };
+        runs.push((exec, outcomes, c.counts(), c.orders_of(1)));
+    }
+    let (candid, packed) = (&runs[0], &runs[1]);
+    assert_eq!(packed.1, candid.1);
+    assert_eq!((&packed.2, &packed.3), (&candid.2, &candid.3));
+    assert_eq!(candid.3.len(), 1);
+    let committed = |o: &Outcome| matches!(o, Outcome::Committed { .. });
+    assert_eq!(
+        candid.1.iter().map(committed).collect::<Vec<_>>(),
+        [true, true, false, false, true, true, true]
+    );
+    assert!(packed.0.instructions < candid.0.instructions);
+    let arg_len = |ops: &[UserOrderOp], packed: bool| {
+        if packed {
+            candid::encode_one(serde_bytes::ByteBuf::from(bench_api::packed::encode_ops(
+                ops,
+            )))
+        } else {
+            candid::encode_one(ops)
+        }
+        .unwrap()
+        .len()
+    };
+    assert!(arg_len(&ops, true) < arg_len(&ops, false));
+
+    // Malformed: refused with the reason, nothing runs.
+    let mut c = Client::install(InitArgs::default());
+    c.create_user("alice");
+    let mut bad = bench_api::packed::encode_ops(&ops[1..2]);
+    bad.push(9);
+    let exec = c.raw_update(
+        CONTROLLER,
+        "execute_batch_packed",
+        (serde_bytes::ByteBuf::from(bad),),
+    );
+    let refused = bench_suite::client::replied_or_refused::<serde_bytes::ByteBuf>(
+        "execute_batch_packed",
+        &exec,
+    );
+    assert_eq!(
+        refused.unwrap_err(),
+        WriteError::Invalid("packed batch, byte 11: unknown op tag 9".into())
+    );
+    assert_eq!(
+        c.counts(),
+        Counts {
+            users: 1,
+            orders: 0
+        }
+    );
+}

@@ -25,6 +25,15 @@ proptest! {
     }
 
     #[test]
+    fn blobs_are_what_candid_makes_of_bytes(blob in proptest::collection::vec(any::<u8>(), 0..300)) {
+        let candid_bytes = candid::encode_one(serde_bytes::ByteBuf::from(blob.clone())).unwrap();
+        prop_assert_eq!(&encode_blob(&blob), &candid_bytes);
+        prop_assert_eq!(&decode_blob(&candid_bytes).unwrap(), &blob);
+        // `vec nat8` from a plain Vec<u8> is the same type: the same bytes.
+        prop_assert_eq!(candid::encode_one(&blob).unwrap(), candid_bytes);
+    }
+
+    #[test]
     fn encodes_what_candid_encodes(t in any::<u64>(), rows in any::<u64>(), rowid in any::<i64>()) {
         prop_assert_eq!(encode_ticket(t), candid::encode_one(t).unwrap());
         let committed = Outcome::Committed { rows_changed: rows, last_insert_rowid: rowid };
@@ -33,6 +42,23 @@ proptest! {
             candid::encode_one(committed).unwrap()
         );
     }
+}
+
+#[test]
+fn other_blob_encodings_go_through_candid() {
+    // The same blob with a type table of two entries (an unused `text` first): valid Candid,
+    // not the fast path.
+    let mut bytes = b"DIDL".to_vec();
+    bytes.extend_from_slice(&[0x02, 0x6d, 0x71, 0x6d, 0x7b, 0x01, 0x01, 0x03, 1, 2, 3]);
+    assert_eq!(decode_blob(&bytes).unwrap(), vec![1, 2, 3]);
+    // A text is not a blob.
+    assert!(decode_blob(&candid::encode_one("abc").unwrap()).is_err());
+    // Trailing or missing bytes are refused.
+    let mut long = encode_blob(&[1, 2, 3]);
+    long.push(0);
+    assert!(decode_blob(&long).is_err());
+    let short = encode_blob(&[1, 2, 3]);
+    assert!(decode_blob(&short[..short.len() - 1]).is_err());
 }
 
 #[test]

@@ -1,0 +1,143 @@
+use proptest::prelude::*;
+
+use super::*;
+
+fn op() -> impl Strategy<Value = UserOrderOp> {
+    prop_oneof![
+        (any::<i64>(), any::<u64>()).prop_map(|(user_id, bits)| UserOrderOp::CreateOrder {
+            user_id,
+            amount: f64::from_bits(bits)
+        }),
+        (any::<i64>(), any::<u64>()).prop_map(|(order_id, bits)| {
+            UserOrderOp::UpdateOrderAmount {
+                order_id,
+                amount: f64::from_bits(bits),
+            }
+        }),
+        any::<i64>().prop_map(|user_id| UserOrderOp::DeleteUserOrders { user_id }),
+        (".{0,20}", "\\PC{0,20}")
+            .prop_map(|(username, email)| UserOrderOp::CreateUser { username, email }),
+    ]
+}
+
+fn outcome() -> impl Strategy<Value = Outcome> {
+    prop_oneof![
+        (any::<u64>(), any::<i64>()).prop_map(|(rows_changed, last_insert_rowid)| {
+            Outcome::Committed {
+                rows_changed,
+                last_insert_rowid,
+            }
+        }),
+        (any::<i32>(), ".{0,40}")
+            .prop_map(|(code, message)| Outcome::Failed(OpError { code, message })),
+    ]
+}
+
+/// Equal with floats compared bit for bit (NaN payloads, −0.0).
+fn same_ops(a: &[UserOrderOp], b: &[UserOrderOp]) -> bool {
+    let bits = |op: &UserOrderOp| match op {
+        UserOrderOp::CreateOrder { user_id, amount } => (1, *user_id, amount.to_bits(), None),
+        UserOrderOp::UpdateOrderAmount { order_id, amount } => {
+            (2, *order_id, amount.to_bits(), None)
+        }
+        UserOrderOp::DeleteUserOrders { user_id } => (3, *user_id, 0, None),
+        UserOrderOp::CreateUser { username, email } => {
+            (4, 0, 0, Some((username.clone(), email.clone())))
+        }
+    };
+    a.len() == b.len() && a.iter().zip(b).all(|(x, y)| bits(x) == bits(y))
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(2_000))]
+
+    #[test]
+    fn ops_round_trip_bit_for_bit(ops in proptest::collection::vec(op(), 0..40)) {
+        let packed = encode_ops(&ops);
+        let back = decode_ops(&packed, ops.len()).unwrap();
+        prop_assert!(same_ops(&ops, &back));
+        // Every strict prefix (past the version byte) that cuts an op is refused, never misread.
+        for cut in 1..packed.len() {
+            if let Ok(prefix) = decode_ops(&packed[..cut], usize::MAX) {
+                prop_assert!(same_ops(&prefix, &back[..prefix.len()]));
+                prop_assert_eq!(encode_ops(&prefix).len(), cut);
+            }
+        }
+    }
+
+    #[test]
+    fn outcomes_round_trip(outcomes in proptest::collection::vec(outcome(), 0..40)) {
+        prop_assert_eq!(decode_outcomes(&encode_outcomes(&outcomes)).unwrap(), outcomes);
+    }
+
+    #[test]
+    fn any_bytes_decode_or_are_refused_without_panicking(bytes in proptest::collection::vec(any::<u8>(), 0..200)) {
+        let _ = decode_ops(&bytes, 1_000);
+        let _ = decode_outcomes(&bytes);
+    }
+}
+
+#[test]
+fn an_order_takes_ten_bytes() {
+    let order = UserOrderOp::CreateOrder {
+        user_id: 42,
+        amount: 19.5,
+    };
+    // Tag, zigzag varint 84, eight float bytes.
+    let mut expected = vec![VERSION, 1, 84];
+    expected.extend_from_slice(&19.5f64.to_le_bytes());
+    assert_eq!(encode_ops(std::slice::from_ref(&order)), expected);
+    // A user id up to 8,191 takes 2 varint bytes: 11 bytes per order.
+    let big = UserOrderOp::CreateOrder {
+        user_id: 8_191,
+        amount: 0.0,
+    };
+    assert_eq!(encode_ops(&[big]).len(), 1 + 11);
+}
+
+#[test]
+fn refusals_say_where_and_why() {
+    let error = |bytes: &[u8]| decode_ops(bytes, 10).unwrap_err().to_string();
+    assert_eq!(
+        error(&[]),
+        "packed batch, byte 0: the version byte expected, the input ended"
+    );
+    assert_eq!(
+        error(&[2]),
+        "packed batch, byte 0: version 2; this canister reads version 1"
+    );
+    assert_eq!(error(&[1, 9]), "packed batch, byte 1: unknown op tag 9");
+    assert_eq!(
+        error(&[1, 3]),
+        "packed batch, byte 2: user_id expected, the input ended"
+    );
+    assert_eq!(
+        error(&[1, 1, 2, 0, 0]),
+        "packed batch, byte 3: amount: 8 bytes expected, the input ended"
+    );
+    assert_eq!(
+        error(&[1, 4, 2, 0xff, 0xfe, 0]),
+        "packed batch, byte 3: username is not UTF-8: invalid utf-8 sequence of 1 bytes from index 0"
+    );
+    assert_eq!(
+        error(&[
+            1, 3, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x7f
+        ]),
+        "packed batch, byte 2: user_id: varint longer than 64 bits"
+    );
+    // The count limit, before reading the op past it.
+    let three = encode_ops(&[
+        UserOrderOp::DeleteUserOrders { user_id: 1 },
+        UserOrderOp::DeleteUserOrders { user_id: 2 },
+        UserOrderOp::DeleteUserOrders { user_id: 3 },
+    ]);
+    assert_eq!(
+        decode_ops(&three, 2).unwrap_err().to_string(),
+        "packed batch, byte 5: more than 2 ops"
+    );
+    // The extremes of a 64-bit varint.
+    let extremes = [i64::MIN, i64::MAX, -1, 0]
+        .map(|user_id| UserOrderOp::DeleteUserOrders { user_id })
+        .to_vec();
+    assert_eq!(decode_ops(&encode_ops(&extremes), 4).unwrap(), extremes);
+}
