@@ -16,6 +16,7 @@ use wasmtime::{Func, Global, Instance, Memory, Ref, Store, Table, Val};
 
 use crate::engine::{EXECUTION_STACK, Engine, Program};
 use crate::error::EngineError;
+use crate::fees::{IC_2025, ingress_bytes};
 use crate::heap::{DirtyMap, HeapShadow, take_written_pages};
 use crate::instrument::{
     COUNTER_EXPORT, DIRTY_MAP_EXPORT, MEMORY_EXPORT, START_EXPORT, TABLE_EXPORT,
@@ -284,6 +285,7 @@ impl Canister {
         if exec.result.is_trap() {
             return Err(EngineError::InstallFailed(Box::new(exec)));
         }
+        canister.charge_execution(ApiMode::Init, &exec);
         canister.store.data_mut().sys.version += 1;
         Ok((canister, exec))
     }
@@ -746,6 +748,13 @@ impl Canister {
     /// deactivated. If any step traps, the canister keeps its old code and state and the
     /// returned execution has a `Trap` result.
     pub fn upgrade(&mut self, program: &Program, arg: &[u8]) -> Result<Execution, EngineError> {
+        let exec = self.run_upgrade(program, arg)?;
+        // The IC charges an upgrade's instructions whether it completed or not.
+        self.charge_execution(ApiMode::PostUpgrade, &exec);
+        Ok(exec)
+    }
+
+    fn run_upgrade(&mut self, program: &Program, arg: &[u8]) -> Result<Execution, EngineError> {
         let started = Instant::now();
         let limit = self.settings.subnet.install_limit();
         let mut msg = MessageCtx::new(ApiMode::PreUpgrade, limit);
@@ -962,6 +971,17 @@ impl Canister {
         let time = data.sys.time;
         let self_id = data.sys.canister_id.clone();
         let Some(context) = context else { return };
+        if let Some(charging) = self.settings.charging {
+            // The request fee of every call made (method name + payload); the response's
+            // transmission is charged when it arrives (`deliver_response`).
+            let fees: u128 = calls
+                .iter()
+                .map(|c| {
+                    IC_2025.call_cost((c.method.len() + c.arg.len()) as u64, charging.subnet_nodes)
+                })
+                .sum();
+            self.charge(fees);
+        }
         for call in calls {
             let callback = self.new_id();
             if let Some(ctx) = self.contexts.get_mut(&context) {
@@ -1076,13 +1096,50 @@ impl Canister {
             msg.context_instructions = ctx.instructions;
             msg.can_reply = msg.can_reply && !ctx.replied;
         }
+        let mode = msg.mode;
         self.begin(msg)?;
         let trap = self.call(func, params)?;
         let instructions = self.used();
         if let Some(ctx) = self.contexts.get_mut(&context) {
             ctx.instructions += instructions;
         }
-        self.finish(entry, trap, instructions, started, Some(context))
+        let exec = self.finish(entry, trap, instructions, started, Some(context))?;
+        self.charge_execution(mode, &exec);
+        Ok(exec)
+    }
+
+    // ---------------------------------------------------------------- fees
+
+    /// Takes `cycles` from the balance. The engine never stops a message for lack of cycles
+    /// (`METERING.md` §9), so the balance saturates at 0.
+    fn charge(&mut self, cycles: u128) {
+        let balance = &mut self.store.data_mut().sys.cycles;
+        *balance = balance.saturating_sub(cycles);
+    }
+
+    /// Charges the execution of `exec` (run in `mode`) when charging is on: the base fee and
+    /// the billed instructions of a replicated message; the instructions alone of a cleanup
+    /// callback (it runs within the response's execution, whose base fee the callback paid);
+    /// nothing for non-replicated queries and `canister_inspect_message`.
+    fn charge_execution(&mut self, mode: ApiMode, exec: &Execution) {
+        let Some(charging) = self.settings.charging else {
+            return;
+        };
+        let nodes = charging.subnet_nodes;
+        let cycles = match mode {
+            ApiMode::Query | ApiMode::InspectMessage => 0,
+            ApiMode::Cleanup => IC_2025.instructions_cost(exec.billed_instructions, nodes),
+            ApiMode::Start
+            | ApiMode::Init
+            | ApiMode::PreUpgrade
+            | ApiMode::PostUpgrade
+            | ApiMode::Update
+            | ApiMode::ReplicatedQuery
+            | ApiMode::ReplyCallback
+            | ApiMode::RejectCallback
+            | ApiMode::Timer => IC_2025.execution_cost(exec.billed_instructions, nodes),
+        };
+        self.charge(cycles);
     }
 
     fn method_not_found(entry: String, kind: &str, method: &str) -> Execution {
@@ -1169,6 +1226,11 @@ impl Canister {
                     "export of `{method}` vanished"
                 )));
             };
+            // The accepted message is inducted: its reception is charged before it runs.
+            if let Some(charging) = self.settings.charging {
+                let bytes = ingress_bytes(arg.len(), method);
+                self.charge(IC_2025.ingress_cost(bytes, charging.subnet_nodes));
+            }
             return self.execute_ingress(name, func, mode, caller, method, arg);
         }
         self.execute_ingress(name, func, mode, caller, method, arg)
@@ -1494,6 +1556,16 @@ impl Canister {
         let Some(cb) = self.callbacks.remove(&callback) else {
             return Err(EngineError::Module(format!("unknown callback {callback}")));
         };
+        if let Some(charging) = self.settings.charging {
+            // Of the prepaid transmission of the largest response, the response's own bytes
+            // are kept (reply data, or the reject message).
+            let bytes = match &result {
+                MessageResult::Reply(b) => b.len(),
+                MessageResult::Reject(_, m) | MessageResult::Trap(m) => m.len(),
+                MessageResult::NoReply => 0,
+            };
+            self.charge(IC_2025.response_transmission_cost(bytes as u64, charging.subnet_nodes));
+        }
         let context = cb.context;
         if let Some(ctx) = self.contexts.get_mut(&context) {
             ctx.outstanding = ctx.outstanding.saturating_sub(1);

@@ -112,6 +112,21 @@ impl FeeSchedule {
         self.scale(raw, nodes)
     }
 
+    /// Cycles of `instructions` alone, without the base fee: `scale(1·I, n)` (the instructions
+    /// of a cleanup callback, which runs within the response's execution).
+    pub fn instructions_cost(&self, instructions: u64, nodes: u64) -> u128 {
+        self.scale(
+            instructions as u128 * self.ten_update_instructions_execution_fee / 10,
+            nodes,
+        )
+    }
+
+    /// Cycles of transmitting a response of `bytes` payload bytes back to the caller:
+    /// `scale(1,000·bytes, n)` (the caller prepays the largest response and is refunded the rest).
+    pub fn response_transmission_cost(&self, bytes: u64, nodes: u64) -> u128 {
+        self.scale(self.xnet_byte_transmission_fee * bytes as u128, nodes)
+    }
+
     /// Cycles of receiving one ingress message of `bytes` billed bytes: `scale(1.2 M + 2,000·bytes, n)`.
     pub fn ingress_cost(&self, bytes: u64, nodes: u64) -> u128 {
         self.scale(

@@ -41,6 +41,6 @@ pub use engine::{Engine, EngineConfig, Program, default_cache_dir};
 pub use error::EngineError;
 pub use profile::{FunctionCost, Profile};
 pub use types::{
-    ANONYMOUS, BENCHMARKING_LIMIT, DEFAULT_CANISTER_ID, Execution, InstructionLimits,
+    ANONYMOUS, BENCHMARKING_LIMIT, Charging, DEFAULT_CANISTER_ID, Execution, InstructionLimits,
     MessageResult, Settings, SizeLimits, SubnetKind, reject_code,
 };

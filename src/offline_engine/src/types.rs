@@ -116,6 +116,27 @@ pub struct Settings {
     /// Debug printing enabled (PocketIC: yes; mainnet application subnets: no). When enabled,
     /// `ic0.debug_print` costs `len` more instructions (`METERING.md` §3).
     pub debug_print_enabled: bool,
+    /// Whether the engine charges the canister's balance the IC's fees for what it executes
+    /// (`METERING.md` §8). `None` (the default): the balance moves only by the canister's own
+    /// cycle operations and [`Canister::add_cycles`](crate::Canister::add_cycles).
+    pub charging: Option<Charging>,
+}
+
+/// The fees the engine charges a canister, as the replica does on a subnet of `subnet_nodes`
+/// nodes with the normal cost schedule: every replicated execution (install, upgrade, update,
+/// replicated query, timer task, callback) its execution cost, every ingress message it accepts
+/// its reception cost, every call it makes the request fee and the transmission of the response
+/// that comes back. Amounts follow [`crate::fees::IC_2025`], the one copy of the schedule.
+/// Storage, creation and the other fees are not charged.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Charging {
+    /// Subnet size every fee is scaled by (`fee × n / 13`).
+    pub subnet_nodes: u64,
+}
+
+impl Charging {
+    /// A 13-node application subnet (PocketIC's application subnets have this size).
+    pub const APPLICATION: Charging = Charging { subnet_nodes: 13 };
 }
 
 impl Default for Settings {
@@ -128,6 +149,7 @@ impl Default for Settings {
             canister_id: DEFAULT_CANISTER_ID.to_vec(),
             sizes: SizeLimits::default(),
             debug_print_enabled: true,
+            charging: None,
         }
     }
 }

@@ -2,7 +2,9 @@
 //! client (and hence `canbench` 0.7) drives it, and runs every canister on the offline engine
 //! (`offline_engine`: wasmtime with the replica's instruction metering and message semantics).
 //!
-//! It is not PocketIC: there is no replica, no consensus, no certification and no fee charging.
+//! It is not PocketIC: there is no replica, no consensus and no certification. Canisters of
+//! subnets with the normal cost schedule are charged the IC's execution, ingress and call fees
+//! as the engine computes them (`offline_engine::Charging`); storage is not charged.
 //! What it implements, what it answers with an error and what it leaves out is listed in the
 //! crate's README (`src/pocket_ic_server/README.md`). The protocol types are `pocket-ic`'s own
 //! ([`pocket_ic::common::rest`]); the management canister's Candid types are

@@ -580,6 +580,7 @@ impl Instance {
         };
         let settings = Settings {
             subnet: self.subnets[entry.subnet].engine_kind(),
+            charging: self.subnets[entry.subnet].charging(),
             controllers: entry.controllers_first(&sender),
             time_ns,
             cycles: entry.cycles(),

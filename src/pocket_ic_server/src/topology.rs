@@ -47,7 +47,8 @@ pub struct Subnet {
     pub id: Principal,
     /// PocketIC's benchmarking instruction limits (else production limits).
     pub benchmarking: bool,
-    /// The cost schedule asked for (reported in the topology; no fees are charged either way).
+    /// The cost schedule asked for: `Normal` charges canisters the IC's fees for execution,
+    /// ingress and calls ([`Subnet::charging`]), `Free` nothing.
     pub cost_schedule: CanisterCyclesCostSchedule,
     /// First canister index of the subnet's range.
     pub range_start: u64,
@@ -92,6 +93,16 @@ impl Subnet {
             offline_engine::SubnetKind::Benchmarking
         } else {
             offline_engine::SubnetKind::Application
+        }
+    }
+
+    /// What the engine charges canisters of this subnet: the fees of a 13-node application
+    /// subnet (PocketIC's application subnets have 13 nodes) under the normal cost schedule,
+    /// nothing under the free one.
+    pub fn charging(&self) -> Option<offline_engine::Charging> {
+        match self.cost_schedule {
+            CanisterCyclesCostSchedule::Normal => Some(offline_engine::Charging::APPLICATION),
+            CanisterCyclesCostSchedule::Free => None,
         }
     }
 
@@ -150,6 +161,17 @@ mod tests {
         assert_eq!(canister_index(&id), Some(42));
         assert_eq!(canister_index(&Principal::anonymous()), None);
         assert_eq!(canister_index(&Principal::management_canister()), None);
+    }
+
+    #[test]
+    fn the_cost_schedule_decides_the_charging() {
+        let normal = Subnet::application(0, false, CanisterCyclesCostSchedule::Normal);
+        let free = Subnet::application(0, false, CanisterCyclesCostSchedule::Free);
+        assert_eq!(
+            normal.charging(),
+            Some(offline_engine::Charging { subnet_nodes: 13 })
+        );
+        assert_eq!(free.charging(), None);
     }
 
     #[test]

@@ -85,8 +85,8 @@ fn deployable_canister_writes_flushes_on_its_timer_and_keeps_data_across_an_upgr
     let owner = Principal::from_slice(&[0x0e, 0x11]);
     let pic = instance(false);
     let id = pic.create_canister_with_settings(Some(owner), None);
-    // ic-cdk-timers needs cycles to schedule its timer (no fees are charged here, but the
-    // canister checks its balance).
+    // ic-cdk-timers needs cycles to schedule its timer (it checks its balance before the
+    // self-call), and the server charges the IC's fees.
     pic.add_cycles(id, 10_000_000_000_000);
     let init = Encode!(&Some(InitArgs {
         flush_size: Some(100),

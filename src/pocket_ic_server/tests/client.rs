@@ -373,11 +373,14 @@ fn base64(bytes: &[u8]) -> String {
 fn cycles_controllers_and_stable_memory() {
     let pic = instance(false);
     let id = installed(&pic, &[]);
-    assert_eq!(pic.cycle_balance(id), 2_000_000_000_000);
-    assert_eq!(pic.add_cycles(id, 5), 2_000_000_000_005);
+    // The install was charged (`fees_are_charged_as_the_engine_charges` checks the amounts);
+    // queries are free.
+    let installed_balance = pic.cycle_balance(id);
+    assert!(installed_balance < 2_000_000_000_000);
+    assert_eq!(pic.add_cycles(id, 5), installed_balance + 5);
     assert_eq!(
         pic.query_call(id, ALICE, "balance", vec![]),
-        Ok(2_000_000_000_005u128.to_le_bytes().to_vec())
+        Ok((installed_balance + 5).to_le_bytes().to_vec())
     );
     // Top-up through the management canister (anyone may); deposit_cycles from ingress carries
     // no cycles.
@@ -401,7 +404,7 @@ fn cycles_controllers_and_stable_memory() {
         (CanisterIdRecord { canister_id: id },),
     );
     deposit.expect("deposits");
-    assert_eq!(pic.cycle_balance(id), 2_000_000_000_015);
+    assert_eq!(pic.cycle_balance(id), installed_balance + 15);
 
     assert_eq!(pic.get_controllers(id), vec![ALICE]);
     pic.set_controllers(id, Some(ALICE), vec![ALICE, BOB])
@@ -687,4 +690,51 @@ fn two_subnets_route_creation_by_the_effective_principal() {
         u32_reply(pic.update_call(on_bench, Principal::anonymous(), "inc", vec![])),
         1
     );
+}
+
+/// On an application subnet with the normal cost schedule the server charges what the IC
+/// charges, as the engine computes it: the install's execution, then an update's execution and
+/// its ingress reception; queries are free.
+#[test]
+fn fees_are_charged_as_the_engine_charges() {
+    use offline_engine::Charging;
+    use offline_engine::fees::{IC_2025, ingress_bytes};
+
+    let pic = instance(false);
+    let id = installed(&pic, b"abc");
+    let nodes = Charging::APPLICATION.subnet_nodes;
+    let engine = Engine::new(EngineConfig {
+        cache: false,
+        cache_dir: None,
+    })
+    .unwrap();
+    let program = engine.load(&wasm()).unwrap();
+    let (mut direct, install) = Canister::install(
+        &engine,
+        &program,
+        b"abc",
+        Settings {
+            canister_id: id.as_slice().to_vec(),
+            controllers: vec![ALICE.as_slice().to_vec()],
+            cycles: 2_000_000_000_000,
+            charging: Some(Charging::APPLICATION),
+            ..Settings::default()
+        },
+    )
+    .unwrap();
+    let installed_balance =
+        2_000_000_000_000 - IC_2025.execution_cost(install.billed_instructions, nodes);
+    assert_eq!(direct.cycles(), installed_balance);
+    assert_eq!(pic.cycle_balance(id), installed_balance);
+
+    pic.update_call(id, ALICE, "inc", vec![]).expect("inc");
+    let exec = direct.update_as(ALICE.as_slice(), "inc", &[]).unwrap();
+    let after_inc = installed_balance
+        - IC_2025.execution_cost(exec.billed_instructions, nodes)
+        - IC_2025.ingress_cost(ingress_bytes(0, "inc"), nodes);
+    assert_eq!(direct.cycles(), after_inc);
+    assert_eq!(pic.cycle_balance(id), after_inc);
+
+    assert_eq!(u32_reply(pic.query_call(id, ALICE, "get", vec![])), 1);
+    assert_eq!(pic.cycle_balance(id), after_inc, "queries are free");
 }
