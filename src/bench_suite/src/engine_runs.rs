@@ -152,21 +152,19 @@ fn reply<'a>(method: &str, exec: &'a Execution) -> Result<&'a [u8]> {
     }
 }
 
-/// The i-th order of a run (the canbench benches' insert workload).
-fn order(i: usize) -> (i64, f64) {
+/// The i-th order of a message-level run (the canbench benches' insert workload).
+pub fn order(i: usize) -> (i64, f64) {
     match Workload::Insert.op(i) {
         UserOrderOp::CreateOrder { user_id, amount } => (user_id, amount),
         other => unreachable!("the insert workload creates orders: {other:?}"),
     }
 }
 
-/// Installs the deployable canister with `args` and builds the batched/unbatched fixture of
-/// `bench_api::fixture` (the one the canbench benches build) through client batches and
-/// controller SQL. The anonymous caller is the engine's default controller.
-fn install_with_fixture(engine: &Engine, program: &Program, args: InitArgs) -> Result<Canister> {
-    let arg = Encode!(&Some(args)).context("encoding the init argument")?;
-    let (mut c, _) = Canister::install(engine, program, &arg, Settings::default())
-        .context("installing the deployable wasm")?;
+/// The client batches that build the batched/unbatched fixture of `bench_api::fixture` (the one
+/// the canbench benches build): all users, then the orders in batches of at most
+/// `bench_api::MAX_CLIENT_BATCH` ops. Every message-level run (on the engine and through the
+/// `pocket-ic` client) sends these, then [`fixture_indexes`].
+pub fn fixture_batches() -> Vec<Vec<UserOrderOp>> {
     let users: Vec<UserOrderOp> = (1..=fixture::USERS)
         .map(|id| {
             let (username, email) = fixture::user(id);
@@ -185,7 +183,53 @@ fn install_with_fixture(engine: &Engine, program: &Program, args: InitArgs) -> R
             .chunks(bench_api::MAX_CLIENT_BATCH)
             .map(<[_]>::to_vec),
     );
-    for ops in batches {
+    batches
+}
+
+/// The fixture's indexes, as the controller's `execute_sql` statements.
+pub fn fixture_indexes() -> Vec<SqlStatement> {
+    fixture::INDEXES
+        .iter()
+        .map(|sql| SqlStatement {
+            sql: sql.to_string(),
+            params: vec![],
+        })
+        .collect()
+}
+
+/// The install argument of a message-level run of `mode` with `n` ops: the canister's defaults,
+/// except for submit+timer, where the size trigger (flush_size = n + 1) never fires and the
+/// timer flushes all `n` ops in one batch after [`MAX_DELAY_MS`].
+pub fn mode_init_args(mode: Mode, n: usize) -> InitArgs {
+    match mode {
+        Mode::Unbatched | Mode::ClientBatch => InitArgs::default(),
+        Mode::SubmitAndTimer => InitArgs {
+            flush_size: Some(n as u64 + 1),
+            max_pending: Some(n as u64 + 1),
+            max_delay_ms: Some(MAX_DELAY_MS),
+            ..InitArgs::default()
+        },
+    }
+}
+
+/// The ops of a client batch of `n` orders (the client-batch mode's one `execute_batch`).
+pub fn batch_ops(n: usize) -> Vec<UserOrderOp> {
+    (0..n)
+        .map(|i| {
+            let (user_id, amount) = order(i);
+            UserOrderOp::CreateOrder { user_id, amount }
+        })
+        .collect()
+}
+
+/// Installs the deployable canister with `args` and builds the fixture ([`fixture_batches`],
+/// [`fixture_indexes`]) through client batches and controller SQL. The anonymous caller is the
+/// engine's default controller.
+fn install_with_fixture(engine: &Engine, program: &Program, args: InitArgs) -> Result<Canister> {
+    let arg = Encode!(&Some(args)).context("encoding the init argument")?;
+    let (mut c, _) = Canister::install(engine, program, &arg, Settings::default())
+        .context("installing the deployable wasm")?;
+    for ops in fixture_batches() {
         let exec = c.update("execute_batch", &Encode!(&ops)?)?;
         let outcomes = Result::from(Decode!(reply("execute_batch", &exec)?, BatchResult)?)
             .map_err(|e| anyhow!("fixture execute_batch: {e:?}"))?;
@@ -196,14 +240,7 @@ fn install_with_fixture(engine: &Engine, program: &Program, args: InitArgs) -> R
             "fixture: an op failed"
         );
     }
-    let indexes: Vec<SqlStatement> = fixture::INDEXES
-        .iter()
-        .map(|sql| SqlStatement {
-            sql: sql.to_string(),
-            params: vec![],
-        })
-        .collect();
-    let exec = c.update("execute_sql", &Encode!(&indexes)?)?;
+    let exec = c.update("execute_sql", &Encode!(&fixture_indexes())?)?;
     Result::from(Decode!(reply("execute_sql", &exec)?, WriteResult)?)
         .map_err(|e| anyhow!("fixture indexes: {e:?}"))?;
     Ok(c)
@@ -239,7 +276,7 @@ fn tick_kind(exec: &Execution) -> MessageKind {
 }
 
 /// Max delay of the batched runs (the canister's default, 1 s).
-const MAX_DELAY_MS: u64 = 1_000;
+pub const MAX_DELAY_MS: u64 = 1_000;
 
 /// Runs one mode with `n` ops on a fresh canister and returns every message it executed.
 pub fn run_mode(engine: &Engine, program: &Program, mode: Mode, n: usize) -> Result<ModeRun> {
@@ -247,7 +284,7 @@ pub fn run_mode(engine: &Engine, program: &Program, mode: Mode, n: usize) -> Res
     let committed;
     match mode {
         Mode::Unbatched => {
-            let mut c = install_with_fixture(engine, program, InitArgs::default())?;
+            let mut c = install_with_fixture(engine, program, mode_init_args(mode, n))?;
             let mut ok = 0;
             for i in 0..n {
                 let (user_id, amount) = order(i);
@@ -265,13 +302,7 @@ pub fn run_mode(engine: &Engine, program: &Program, mode: Mode, n: usize) -> Res
         }
         Mode::SubmitAndTimer => {
             // One batch: the size trigger (flush_size = n + 1) never fires, the timer flushes all.
-            let args = InitArgs {
-                flush_size: Some(n as u64 + 1),
-                max_pending: Some(n as u64 + 1),
-                max_delay_ms: Some(MAX_DELAY_MS),
-                ..InitArgs::default()
-            };
-            let mut c = install_with_fixture(engine, program, args)?;
+            let mut c = install_with_fixture(engine, program, mode_init_args(mode, n))?;
             for i in 0..n {
                 let (user_id, amount) = order(i);
                 let arg = Encode!(&user_id, &amount)?;
@@ -315,14 +346,8 @@ pub fn run_mode(engine: &Engine, program: &Program, mode: Mode, n: usize) -> Res
             }
         }
         Mode::ClientBatch => {
-            let mut c = install_with_fixture(engine, program, InitArgs::default())?;
-            let ops: Vec<UserOrderOp> = (0..n)
-                .map(|i| {
-                    let (user_id, amount) = order(i);
-                    UserOrderOp::CreateOrder { user_id, amount }
-                })
-                .collect();
-            let arg = Encode!(&ops)?;
+            let mut c = install_with_fixture(engine, program, mode_init_args(mode, n))?;
+            let arg = Encode!(&batch_ops(n))?;
             let exec = c.update("execute_batch", &arg)?;
             let outcomes = Result::from(Decode!(reply("execute_batch", &exec)?, BatchResult)?)
                 .map_err(|e| anyhow!("execute_batch: {e:?}"))?;

@@ -12,6 +12,8 @@
 //!   (the CI check of `bench/baseline-ci.json`); [`canbench_check`]: the CI gate of the results
 //!   real canbench writes through `offline-pocket-ic`.
 //! - [`suite`]: runs it all and collects the figures.
+//! - [`pocket_ic_runs`]: the message-level runs through the `pocket-ic` client, against
+//!   `offline-pocket-ic` or a real PocketIC (`bench-suite messages`).
 #![deny(missing_docs)]
 
 pub mod analysis;
@@ -23,6 +25,7 @@ pub mod fees;
 pub mod load_model;
 pub mod message_bench;
 pub mod output;
+pub mod pocket_ic_runs;
 pub mod progress;
 pub mod regression;
 pub mod reliability;
