@@ -369,3 +369,65 @@ fn start_function_runs_before_init_within_one_budget() {
         MessageResult::Reply(vec![6, 0, 0, 0])
     );
 }
+
+#[test]
+fn charging_takes_the_ic_s_fees_from_the_balance() {
+    use offline_engine::Charging;
+    use offline_engine::fees::{IC_2025, ingress_bytes};
+    let f = IC_2025;
+    let nodes = 13;
+    let start = 1_000_000_000_000_000u128;
+    let settings = Settings {
+        debug_print_enabled: false,
+        cycles: start,
+        charging: Some(Charging::APPLICATION),
+        ..Settings::default()
+    };
+    let (_engine, mut c, install) = install_with(CALLS, settings.clone());
+    let mut expected = start - f.execution_cost(install.billed_instructions, nodes);
+    assert_eq!(c.cycles(), expected, "the install's execution");
+
+    // An ingress update making a self-call: its reception and execution, the request
+    // ("pong" + 5 bytes), the callee's execution, the 5-byte reply's transmission, the callback.
+    let (r, runs) = c.update_and_wait("ping", &[]).unwrap();
+    assert_eq!(r, MessageResult::Reply(b"ping!".to_vec()));
+    let [ping, pong, callback] = &runs[..] else {
+        panic!("{runs:?}")
+    };
+    expected -= f.ingress_cost(ingress_bytes(0, "ping"), nodes)
+        + f.execution_cost(ping.billed_instructions, nodes)
+        + f.call_cost(4 + 5, nodes)
+        + f.execution_cost(pong.billed_instructions, nodes)
+        + f.response_transmission_cost(5, nodes)
+        + f.execution_cost(callback.billed_instructions, nodes);
+    assert_eq!(c.cycles(), expected);
+
+    // A trapping callback and its cleanup: the cleanup pays its instructions only.
+    let (_, runs) = c.update_and_wait("ping_bad", &[]).unwrap();
+    let [ping, pong, callback, cleanup] = &runs[..] else {
+        panic!("{runs:?}")
+    };
+    expected -= f.ingress_cost(ingress_bytes(0, "ping_bad"), nodes)
+        + f.execution_cost(ping.billed_instructions, nodes)
+        + f.call_cost(4 + 5, nodes)
+        + f.execution_cost(pong.billed_instructions, nodes)
+        + f.response_transmission_cost(5, nodes)
+        + f.execution_cost(callback.billed_instructions, nodes)
+        + f.instructions_cost(cleanup.billed_instructions, nodes);
+    assert_eq!(c.cycles(), expected);
+
+    // Non-replicated queries are free.
+    c.query("cleaned", &[]).unwrap();
+    assert_eq!(c.cycles(), expected);
+
+    // Without charging the balance does not move.
+    let (_engine, mut free, _) = install_with(
+        CALLS,
+        Settings {
+            charging: None,
+            ..settings
+        },
+    );
+    free.update_and_wait("ping", &[]).unwrap();
+    assert_eq!(free.cycles(), start);
+}
