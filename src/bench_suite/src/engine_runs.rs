@@ -202,7 +202,7 @@ pub fn fixture_indexes() -> Vec<SqlStatement> {
 /// timer flushes all `n` ops in one batch after [`MAX_DELAY_MS`].
 pub fn mode_init_args(mode: Mode, n: usize) -> InitArgs {
     match mode {
-        Mode::Unbatched | Mode::ClientBatch => InitArgs::default(),
+        Mode::Unbatched | Mode::ClientBatch | Mode::ClientBatchPacked => InitArgs::default(),
         Mode::SubmitAndTimer => InitArgs {
             flush_size: Some(n as u64 + 1),
             max_pending: Some(n as u64 + 1),
@@ -220,6 +220,30 @@ pub fn batch_ops(n: usize) -> Vec<UserOrderOp> {
             UserOrderOp::CreateOrder { user_id, amount }
         })
         .collect()
+}
+
+/// The Candid argument of `execute_batch_packed` with [`batch_ops`]`(n)` packed.
+pub fn packed_arg(n: usize) -> Result<Vec<u8>> {
+    let packed = serde_bytes::ByteBuf::from(bench_api::packed::encode_ops(&batch_ops(n)));
+    Ok(Encode!(&packed)?)
+}
+
+/// The outcomes in a reply of `execute_batch_packed`.
+pub fn packed_outcomes(reply: &[u8]) -> Result<Vec<Outcome>> {
+    let blob = Decode!(reply, serde_bytes::ByteBuf)?;
+    Ok(bench_api::packed::decode_outcomes(&blob)?)
+}
+
+/// Fails unless `outcomes` has `n` outcomes, all committed.
+pub fn ensure_all_committed(method: &str, outcomes: &[Outcome], n: usize) -> Result<()> {
+    ensure!(
+        outcomes.len() == n
+            && outcomes
+                .iter()
+                .all(|o| matches!(o, Outcome::Committed { .. })),
+        "{method}: not every op committed"
+    );
+    Ok(())
 }
 
 /// Installs the deployable canister with `args` and builds the fixture ([`fixture_batches`],
@@ -360,6 +384,15 @@ pub fn run_mode(engine: &Engine, program: &Program, mode: Mode, n: usize) -> Res
             );
             committed = n as u64;
             messages.push(record(ingress("execute_batch", &arg), &exec));
+        }
+        Mode::ClientBatchPacked => {
+            let mut c = install_with_fixture(engine, program, mode_init_args(mode, n))?;
+            let arg = packed_arg(n)?;
+            let exec = c.update("execute_batch_packed", &arg)?;
+            let outcomes = packed_outcomes(reply("execute_batch_packed", &exec)?)?;
+            ensure_all_committed("execute_batch_packed", &outcomes, n)?;
+            committed = n as u64;
+            messages.push(record(ingress("execute_batch_packed", &arg), &exec));
         }
     }
     Ok(ModeRun {

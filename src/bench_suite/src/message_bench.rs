@@ -14,11 +14,18 @@ pub enum Mode {
     SubmitAndTimer,
     /// One `execute_batch` call with N ops (one transaction).
     ClientBatch,
+    /// One `execute_batch_packed` call with the same N ops, packed (one transaction).
+    ClientBatchPacked,
 }
 
 impl Mode {
     /// All modes in report order.
-    pub const ALL: [Mode; 3] = [Mode::Unbatched, Mode::SubmitAndTimer, Mode::ClientBatch];
+    pub const ALL: [Mode; 4] = [
+        Mode::Unbatched,
+        Mode::SubmitAndTimer,
+        Mode::ClientBatch,
+        Mode::ClientBatchPacked,
+    ];
 
     /// Short label for tables and result keys.
     pub fn label(self) -> &'static str {
@@ -26,6 +33,7 @@ impl Mode {
             Mode::Unbatched => "unbatched",
             Mode::SubmitAndTimer => "submit+timer",
             Mode::ClientBatch => "client batch",
+            Mode::ClientBatchPacked => "client batch, packed",
         }
     }
 
@@ -35,6 +43,7 @@ impl Mode {
             Mode::Unbatched => "unbatched",
             Mode::SubmitAndTimer => "submit_timer",
             Mode::ClientBatch => "client_batch",
+            Mode::ClientBatchPacked => "client_batch_packed",
         }
     }
 
@@ -46,6 +55,9 @@ impl Mode {
                 "N × `submit_create_order` + timer flush (timer task, its self-call, the callback)"
             }
             Mode::ClientBatch => "1 × `execute_batch` with N ops",
+            Mode::ClientBatchPacked => {
+                "1 × `execute_batch_packed` with the same N ops, packed in a blob (`bench_api::packed`)"
+            }
         }
     }
 }

@@ -289,6 +289,12 @@ pub fn run_mode(
             );
             n as u64
         }
+        Mode::ClientBatchPacked => {
+            let reply = send("execute_batch_packed", crate::engine_runs::packed_arg(n)?)?;
+            let outcomes = crate::engine_runs::packed_outcomes(&reply)?;
+            crate::engine_runs::ensure_all_committed("execute_batch_packed", &outcomes, n)?;
+            n as u64
+        }
     };
     let after = pic.cycle_balance(id);
     let rows_after = counts(&pic, id)?;

@@ -538,6 +538,18 @@ pub(crate) mod tests {
                     700_000 + 22_000 * n,
                 )],
             });
+            runs.push(ModeRun {
+                mode: Mode::ClientBatchPacked,
+                n,
+                committed: n,
+                messages: vec![rec(
+                    MessageKind::Ingress {
+                        method: "m".into(),
+                        bytes: 40 + 10 * n,
+                    },
+                    600_000 + 15_000 * n,
+                )],
+            });
         }
         runs
     }
@@ -639,7 +651,7 @@ pub(crate) mod tests {
     #[test]
     fn assembled_results_hold_every_table() {
         let r = synthetic_results();
-        assert_eq!(r.messages.len(), 9);
+        assert_eq!(r.messages.len(), 12);
         assert_eq!(r.load.len(), LoadMode::ALL.len() * LOAD_CONCURRENCIES.len());
         assert_eq!(r.gains.len(), 15);
         assert_eq!(r.flush.len(), 4);
