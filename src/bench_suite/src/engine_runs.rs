@@ -160,30 +160,54 @@ pub fn order(i: usize) -> (i64, f64) {
     }
 }
 
-/// The client batches that build the batched/unbatched fixture of `bench_api::fixture` (the one
-/// the canbench benches build): all users, then the orders in batches of at most
-/// `bench_api::MAX_CLIENT_BATCH` ops. Every message-level run (on the engine and through the
-/// `pocket-ic` client) sends these, then [`fixture_indexes`].
+/// The data a message-level run starts from (then [`fixture_indexes`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Fixture {
+    /// The batched/unbatched fixture of `bench_api::fixture` (the one the canbench benches
+    /// build): 10,000 users with 2 orders each.
+    Small,
+    /// The full scale of the ic-rusqlite users/orders benchmark: 100,000 users, 1,000,000 orders.
+    FullScale,
+}
+
+impl Fixture {
+    /// Users and orders.
+    pub fn rows(self) -> (usize, usize) {
+        match self {
+            Fixture::Small => (fixture::USERS, fixture::ORDERS),
+            Fixture::FullScale => (fixture::FULL_SCALE_USERS, fixture::FULL_SCALE_ORDERS),
+        }
+    }
+}
+
+/// The client batches that build the small fixture ([`Fixture::Small`]). Every message-level
+/// run (on the engine and through the `pocket-ic` client) sends these, then
+/// [`fixture_indexes`].
 pub fn fixture_batches() -> Vec<Vec<UserOrderOp>> {
-    let users: Vec<UserOrderOp> = (1..=fixture::USERS)
-        .map(|id| {
-            let (username, email) = fixture::user(id);
-            UserOrderOp::CreateUser { username, email }
-        })
-        .collect();
-    let orders: Vec<UserOrderOp> = (1..=fixture::ORDERS)
-        .map(|i| {
-            let (user_id, amount) = fixture::order(i, fixture::USERS);
-            UserOrderOp::CreateOrder { user_id, amount }
-        })
-        .collect();
-    let mut batches = vec![users];
-    batches.extend(
-        orders
-            .chunks(bench_api::MAX_CLIENT_BATCH)
-            .map(<[_]>::to_vec),
-    );
+    fixture_batches_of(Fixture::Small)
+}
+
+/// The client batches that build `f`: the users, then the orders, in batches of at most
+/// `bench_api::MAX_CLIENT_BATCH` ops.
+pub fn fixture_batches_of(f: Fixture) -> Vec<Vec<UserOrderOp>> {
+    let (users, orders) = f.rows();
+    let users = (1..=users).map(|id| {
+        let (username, email) = fixture::user(id);
+        UserOrderOp::CreateUser { username, email }
+    });
+    let orders = (1..=orders).map(|i| {
+        let (user_id, amount) = fixture::order(i, users_of(f));
+        UserOrderOp::CreateOrder { user_id, amount }
+    });
+    let mut batches = Vec::new();
+    for ops in [users.collect::<Vec<_>>(), orders.collect()] {
+        batches.extend(ops.chunks(bench_api::MAX_CLIENT_BATCH).map(<[_]>::to_vec));
+    }
     batches
+}
+
+fn users_of(f: Fixture) -> usize {
+    f.rows().0
 }
 
 /// The fixture's indexes, as the controller's `execute_sql` statements.
@@ -249,11 +273,16 @@ pub fn ensure_all_committed(method: &str, outcomes: &[Outcome], n: usize) -> Res
 /// Installs the deployable canister with `args` and builds the fixture ([`fixture_batches`],
 /// [`fixture_indexes`]) through client batches and controller SQL. The anonymous caller is the
 /// engine's default controller.
-fn install_with_fixture(engine: &Engine, program: &Program, args: InitArgs) -> Result<Canister> {
+fn install_with_fixture(
+    engine: &Engine,
+    program: &Program,
+    args: InitArgs,
+    fixture: Fixture,
+) -> Result<Canister> {
     let arg = Encode!(&Some(args)).context("encoding the init argument")?;
     let (mut c, _) = Canister::install(engine, program, &arg, Settings::default())
         .context("installing the deployable wasm")?;
-    for ops in fixture_batches() {
+    for ops in fixture_batches_of(fixture) {
         let exec = c.update("execute_batch", &Encode!(&ops)?)?;
         let outcomes = Result::from(Decode!(reply("execute_batch", &exec)?, BatchResult)?)
             .map_err(|e| anyhow!("fixture execute_batch: {e:?}"))?;
@@ -304,11 +333,22 @@ pub const MAX_DELAY_MS: u64 = 1_000;
 
 /// Runs one mode with `n` ops on a fresh canister and returns every message it executed.
 pub fn run_mode(engine: &Engine, program: &Program, mode: Mode, n: usize) -> Result<ModeRun> {
+    run_mode_on(engine, program, mode, n, Fixture::Small)
+}
+
+/// [`run_mode`] starting from `fixture`.
+pub fn run_mode_on(
+    engine: &Engine,
+    program: &Program,
+    mode: Mode,
+    n: usize,
+    fixture: Fixture,
+) -> Result<ModeRun> {
     let mut messages = Vec::new();
     let committed;
     match mode {
         Mode::Unbatched => {
-            let mut c = install_with_fixture(engine, program, mode_init_args(mode, n))?;
+            let mut c = install_with_fixture(engine, program, mode_init_args(mode, n), fixture)?;
             let mut ok = 0;
             for i in 0..n {
                 let (user_id, amount) = order(i);
@@ -326,7 +366,7 @@ pub fn run_mode(engine: &Engine, program: &Program, mode: Mode, n: usize) -> Res
         }
         Mode::SubmitAndTimer => {
             // One batch: the size trigger (flush_size = n + 1) never fires, the timer flushes all.
-            let mut c = install_with_fixture(engine, program, mode_init_args(mode, n))?;
+            let mut c = install_with_fixture(engine, program, mode_init_args(mode, n), fixture)?;
             for i in 0..n {
                 let (user_id, amount) = order(i);
                 let arg = Encode!(&user_id, &amount)?;
@@ -370,7 +410,7 @@ pub fn run_mode(engine: &Engine, program: &Program, mode: Mode, n: usize) -> Res
             }
         }
         Mode::ClientBatch => {
-            let mut c = install_with_fixture(engine, program, mode_init_args(mode, n))?;
+            let mut c = install_with_fixture(engine, program, mode_init_args(mode, n), fixture)?;
             let arg = Encode!(&batch_ops(n))?;
             let exec = c.update("execute_batch", &arg)?;
             let outcomes = Result::from(Decode!(reply("execute_batch", &exec)?, BatchResult)?)
@@ -386,7 +426,7 @@ pub fn run_mode(engine: &Engine, program: &Program, mode: Mode, n: usize) -> Res
             messages.push(record(ingress("execute_batch", &arg), &exec));
         }
         Mode::ClientBatchPacked => {
-            let mut c = install_with_fixture(engine, program, mode_init_args(mode, n))?;
+            let mut c = install_with_fixture(engine, program, mode_init_args(mode, n), fixture)?;
             let arg = packed_arg(n)?;
             let exec = c.update("execute_batch_packed", &arg)?;
             let outcomes = packed_outcomes(reply("execute_batch_packed", &exec)?)?;

@@ -274,6 +274,43 @@ pub fn render(r: &SuiteResults, charts: &[ChartLink]) -> String {
         );
     }
     debug_assert_eq!(SUBNET_SIZES, [13, 34]);
+    if !r.messages_full_scale.is_empty() {
+        let _ = writeln!(
+            o,
+            "\n### At full scale: 100,000 users and 1,000,000 orders\n\n\
+             The same runs on the full-scale fixture of the ic-rusqlite users/orders benchmark (fresh install, \
+             100,000 users, 1,000,000 orders, the two indexes), beside the 10,000-user fixture above.\n\n{l}\n"
+        );
+        let _ = writeln!(
+            o,
+            "| mode | N | billed instructions | instructions/op (full scale) | instructions/op (10k users) | full vs 10k | cycles/1M ops (13 nodes) |\n|---|---:|---:|---:|---:|---:|---:|"
+        );
+        for s in &r.messages_full_scale {
+            let small = r
+                .messages
+                .iter()
+                .find(|x| x.mode == s.mode && x.n == s.n)
+                .map(|x| x.instructions_per_op);
+            let (small_text, delta) = match small {
+                Some(v) if v > 0.0 => (
+                    fmt_f(v),
+                    format!("{:+.1}%", (s.instructions_per_op / v - 1.0) * 100.0),
+                ),
+                _ => ("–".to_string(), "–".to_string()),
+            };
+            let _ = writeln!(
+                o,
+                "| {} | {} | {} | {} | {} | {} | {} |",
+                s.mode.label(),
+                fmt_u(s.n),
+                fmt_u(s.billed_instructions),
+                fmt_f(s.instructions_per_op),
+                small_text,
+                delta,
+                fmt_u(s.cycles_per_million_ops[0] as u64)
+            );
+        }
+    }
     if !r.call_overhead.is_empty() {
         let _ = writeln!(
             o,

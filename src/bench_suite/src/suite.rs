@@ -54,6 +54,15 @@ impl Scale {
             Scale::Ci => &[1, 10, 100, 1_000],
         }
     }
+
+    /// N of the message-level runs on the full-scale fixture (none at CI scale: each run
+    /// builds 1,000,000 orders first).
+    pub fn full_fixture_message_sizes(self) -> &'static [u64] {
+        match self {
+            Scale::Full => &[1, 10, 100, 1_000],
+            Scale::Ci => &[],
+        }
+    }
 }
 
 /// What to run.
@@ -116,6 +125,10 @@ pub struct SuiteResults {
     pub message_runs: Vec<ModeRun>,
     /// Message-level summaries with cycles and USD.
     pub messages: Vec<ModeSummary>,
+    /// The same at the full scale of the ic-rusqlite users/orders benchmark (100,000 users,
+    /// 1,000,000 orders; full-scale runs only, N up to 1,000).
+    #[serde(default)]
+    pub messages_full_scale: Vec<ModeSummary>,
     /// Message overhead of a call: message-level instructions vs the canbench figure of the
     /// same work.
     pub call_overhead: Vec<CallOverhead>,
@@ -382,6 +395,22 @@ pub fn run(config: &SuiteConfig, progress: &mut Progress) -> Result<SuiteResults
             )?);
         }
     }
+    let mut full_scale_runs = Vec::new();
+    for mode in Mode::ALL {
+        for &n in config.scale.full_fixture_message_sizes() {
+            progress.step(&format!(
+                "message-level at full scale (100,000 users, 1,000,000 orders): {} N = {n}",
+                mode.label()
+            ));
+            full_scale_runs.push(engine_runs::run_mode_on(
+                &engine,
+                &deployable,
+                mode,
+                n as usize,
+                engine_runs::Fixture::FullScale,
+            )?);
+        }
+    }
     let reliability = crate::reliability::run_all(&config.deployable_wasm, progress)?;
     let worst_case_flush = crate::reliability::worst_case_flush(&config.deployable_wasm, progress)?;
     progress.step("load model, report tables");
@@ -398,6 +427,10 @@ pub fn run(config: &SuiteConfig, progress: &mut Progress) -> Result<SuiteResults
         canbench,
         message_runs,
     );
+    results.messages_full_scale = full_scale_runs
+        .iter()
+        .map(|r| message_bench::summarize(&IC_2025, r))
+        .collect();
     results.reliability = reliability;
     results.worst_case_flush = Some(worst_case_flush);
     results.wall_seconds = progress.elapsed();
@@ -441,6 +474,7 @@ pub fn assemble(
         canbench,
         message_runs,
         messages,
+        messages_full_scale: Vec::new(),
         call_costs,
         load_model,
         load,
@@ -603,13 +637,25 @@ pub(crate) mod tests {
             path: p.into(),
             sha256: "cd".repeat(32),
         };
-        assemble(
+        let mut r = assemble(
             Scale::Ci,
             w("d.wasm"),
             w("c.wasm"),
             synthetic_canbench(),
             synthetic_runs(),
-        )
+        );
+        // Full-scale runs of N = 10 at 10% more per message.
+        r.messages_full_scale = synthetic_runs()
+            .into_iter()
+            .filter(|run| run.n == 10)
+            .map(|mut run| {
+                for m in &mut run.messages {
+                    m.billed_instructions = m.billed_instructions * 11 / 10;
+                }
+                message_bench::summarize(&IC_2025, &run)
+            })
+            .collect();
+        r
     }
 
     #[test]
