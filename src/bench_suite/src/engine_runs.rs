@@ -246,6 +246,54 @@ pub fn batch_ops(n: usize) -> Vec<UserOrderOp> {
         .collect()
 }
 
+/// Profiles the client calls on the small fixture with `named` (the deployable wasm with its
+/// function names, loaded with `Engine::load_profiled`): one `create_order`, one
+/// `submit_create_order`, and `execute_batch` and `execute_batch_packed` with `batch` orders,
+/// each the second such call on its canister. Each profile adds up to the call's performance
+/// counter exactly (checked).
+pub fn profile_calls(
+    engine: &Engine,
+    named: &Program,
+    batch: usize,
+) -> Result<Vec<crate::call_profile::CallProfile>> {
+    let order = Encode!(&1i64, &9.5f64)?;
+    let calls: [(&str, u64, Vec<u8>); 4] = [
+        ("create_order", 1, order.clone()),
+        ("submit_create_order", 1, order),
+        ("execute_batch", batch as u64, Encode!(&batch_ops(batch))?),
+        ("execute_batch_packed", batch as u64, packed_arg(batch)?),
+    ];
+    let mut out = Vec::new();
+    for (method, ops, arg) in calls {
+        let mut c = install_with_fixture(engine, named, InitArgs::default(), Fixture::Small)?;
+        // The second call, as a steady state: the first one prepares the statements.
+        let warm_up = c.update(method, &arg)?;
+        reply(method, &warm_up)?;
+        let (exec, profile) = c
+            .update_profiled(method, &arg)
+            .with_context(|| format!("profiling {method}"))?;
+        reply(method, &exec)?;
+        ensure!(
+            profile.instructions() == exec.instructions,
+            "{method}: the profile holds {} instructions, the call {}",
+            profile.instructions(),
+            exec.instructions
+        );
+        let parts = crate::call_profile::parts_of_folded(&profile.folded());
+        ensure!(
+            parts.iter().sum::<u64>() == exec.instructions,
+            "{method}: the parts do not add up"
+        );
+        out.push(crate::call_profile::CallProfile {
+            method: method.to_string(),
+            ops,
+            instructions: exec.instructions,
+            parts,
+        });
+    }
+    Ok(out)
+}
+
 /// The Candid argument of `execute_batch_packed` with [`batch_ops`]`(n)` packed.
 pub fn packed_arg(n: usize) -> Result<Vec<u8>> {
     let packed = serde_bytes::ByteBuf::from(bench_api::packed::encode_ops(&batch_ops(n)));

@@ -17,6 +17,7 @@
 #![deny(missing_docs)]
 
 pub mod analysis;
+pub mod call_profile;
 pub mod canbench_check;
 pub mod charts;
 pub mod client;

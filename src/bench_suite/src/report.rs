@@ -336,6 +336,39 @@ pub fn render(r: &SuiteResults, charts: &[ChartLink]) -> String {
         }
     }
 
+    if !r.call_profiles.is_empty() {
+        let _ = writeln!(
+            o,
+            "\n### Where a call's instructions go, function by function\n\n\
+             Exact profiles of one call each (the second of its kind, after the 10,000-user fixture; `offline-engine profile`, \
+             `src/offline_engine/PROFILING.md`; the deployable wasm's `.named.wasm` twin, same counts). Each function's \
+             self instructions go to the innermost frame of its stack that names a part: `ic0.*` (System API), \
+             `stable_fs`/`ic_wasi_polyfill` (SQLite's file in stable memory), `sqlite3*` (SQLite), `candid`/`serde` and the \
+             canister's hand codecs (encoding), `batch_core`, the allocator; the rest is the CDK and the canister's own code. \
+             The parts add up to the performance counter exactly. Percent of the call; instructions per op in the last column.\n\n{l}\n"
+        );
+        let mut header = String::from("| call | ops |");
+        let mut rule = String::from("|---|---:|");
+        for p in crate::call_profile::PARTS {
+            header.push_str(&format!(" {p} |"));
+            rule.push_str("---:|");
+        }
+        let _ = writeln!(o, "{header} instructions | per op |\n{rule}---:|---:|");
+        for c in &r.call_profiles {
+            let total = c.instructions.max(1) as f64;
+            let mut row = format!("| `{}` | {} |", c.method, fmt_u(c.ops));
+            for &part in &c.parts {
+                row.push_str(&format!(" {:.1}% |", part as f64 * 100.0 / total));
+            }
+            let _ = writeln!(
+                o,
+                "{row} {} | {} |",
+                fmt_u(c.instructions),
+                fmt_u(c.instructions / c.ops.max(1))
+            );
+        }
+    }
+
     // Load.
     let _ = writeln!(
         o,

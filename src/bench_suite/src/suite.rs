@@ -4,7 +4,7 @@
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 
-use anyhow::Result;
+use anyhow::{Context, Result};
 use serde::{Deserialize, Serialize};
 
 use crate::analysis::{self, ErrorRow, FloorRow, FlushRow, GainRow, TargetCheck, UsersOrdersRow};
@@ -19,7 +19,11 @@ pub const BUILD_HINT_DEPLOYABLE: &str = "scripts/build.sh";
 /// Build hint for the canbench wasm.
 pub const BUILD_HINT_CANBENCH: &str = "BENCH_SCALE_DIVISOR=<1|100> scripts/build.sh canbench";
 
-/// Concurrencies of the load model: the Go batching example's 100 and 500, and two loads beyond them.
+/// Orders per client batch in the call profiles.
+pub const CALL_PROFILE_BATCH: usize = 1_000;
+
+/// Concurrencies of the load model: the Go batching example's 100 and 500, and three loads
+/// beyond them.
 pub const LOAD_CONCURRENCIES: [u64; 5] = [100, 500, 2_000, 10_000, 100_000];
 
 /// Suite scale.
@@ -129,6 +133,10 @@ pub struct SuiteResults {
     /// 1,000,000 orders; full-scale runs only, N up to 1,000).
     #[serde(default)]
     pub messages_full_scale: Vec<ModeSummary>,
+    /// Where the instructions of the client calls go (exact profiles; empty without the
+    /// deployable wasm's `.named.wasm` twin).
+    #[serde(default)]
+    pub call_profiles: Vec<crate::call_profile::CallProfile>,
     /// Message overhead of a call: message-level instructions vs the canbench figure of the
     /// same work.
     pub call_overhead: Vec<CallOverhead>,
@@ -411,6 +419,21 @@ pub fn run(config: &SuiteConfig, progress: &mut Progress) -> Result<SuiteResults
             )?);
         }
     }
+    // The named twin scripts/build.sh writes beside the deployable wasm: same code, same counts.
+    let named = config.deployable_wasm.with_extension("named.wasm");
+    let call_profiles = if named.is_file() {
+        progress.step(&format!("profiling the client calls ({})", named.display()));
+        let program = engine
+            .load_file_profiled(&named)
+            .with_context(|| format!("loading {} with the profiler", named.display()))?;
+        engine_runs::profile_calls(&engine, &program, CALL_PROFILE_BATCH)?
+    } else {
+        progress.step(&format!(
+            "no {}: the call profiles are skipped (scripts/build.sh writes it)",
+            named.display()
+        ));
+        Vec::new()
+    };
     let reliability = crate::reliability::run_all(&config.deployable_wasm, progress)?;
     let worst_case_flush = crate::reliability::worst_case_flush(&config.deployable_wasm, progress)?;
     progress.step("load model, report tables");
@@ -431,6 +454,7 @@ pub fn run(config: &SuiteConfig, progress: &mut Progress) -> Result<SuiteResults
         .iter()
         .map(|r| message_bench::summarize(&IC_2025, r))
         .collect();
+    results.call_profiles = call_profiles;
     results.reliability = reliability;
     results.worst_case_flush = Some(worst_case_flush);
     results.wall_seconds = progress.elapsed();
@@ -475,6 +499,7 @@ pub fn assemble(
         message_runs,
         messages,
         messages_full_scale: Vec::new(),
+        call_profiles: Vec::new(),
         call_costs,
         load_model,
         load,
@@ -655,6 +680,12 @@ pub(crate) mod tests {
                 message_bench::summarize(&IC_2025, &run)
             })
             .collect();
+        r.call_profiles = vec![crate::call_profile::CallProfile {
+            method: "create_order".into(),
+            ops: 1,
+            instructions: 1_000,
+            parts: vec![500, 100, 50, 200, 50, 50, 50],
+        }];
         r
     }
 
