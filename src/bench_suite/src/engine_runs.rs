@@ -463,13 +463,7 @@ pub fn run_mode_on(
             let exec = c.update("execute_batch", &arg)?;
             let outcomes = Result::from(Decode!(reply("execute_batch", &exec)?, BatchResult)?)
                 .map_err(|e| anyhow!("execute_batch: {e:?}"))?;
-            ensure!(
-                outcomes.len() == n
-                    && outcomes
-                        .iter()
-                        .all(|o| matches!(o, Outcome::Committed { .. })),
-                "execute_batch: not every op committed"
-            );
+            ensure_all_committed("execute_batch", &outcomes, n)?;
             committed = n as u64;
             messages.push(record(ingress("execute_batch", &arg), &exec));
         }

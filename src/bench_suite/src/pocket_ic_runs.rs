@@ -280,13 +280,7 @@ pub fn run_mode(
             let reply = send("execute_batch", Encode!(&batch_ops(n))?)?;
             let outcomes = Result::from(Decode!(&reply, BatchResult)?)
                 .map_err(|e| anyhow!("execute_batch: {e:?}"))?;
-            ensure!(
-                outcomes.len() == n
-                    && outcomes
-                        .iter()
-                        .all(|o| matches!(o, Outcome::Committed { .. })),
-                "execute_batch: not every op committed"
-            );
+            crate::engine_runs::ensure_all_committed("execute_batch", &outcomes, n)?;
             n as u64
         }
         Mode::ClientBatchPacked => {
