@@ -489,3 +489,138 @@ fn upgrade_alternative_stable_log(n: usize) -> BenchResult {
         }
     })
 }
+
+// ---------------------------------------------------------------- what wire shapes cost
+
+/// Calls per codec bench: the figure per call is the total / 1,000.
+const CODEC_CALLS: usize = 1_000;
+/// Ops of the client-batch codec benches.
+const CODEC_BATCH: usize = 1_000;
+
+fn codec_bench(f: impl Fn() -> usize) -> BenchResult {
+    bench_fn(|| {
+        let mut bytes = 0;
+        for _ in 0..CODEC_CALLS {
+            bytes += std::hint::black_box(f());
+        }
+        std::hint::black_box(bytes);
+    })
+}
+
+fn codec_orders() -> Vec<bench_api::UserOrderOp> {
+    (0..CODEC_BATCH).map(|i| Workload::Insert.op(i)).collect()
+}
+
+fn codec_outcomes() -> Vec<bench_api::Outcome> {
+    (0..CODEC_BATCH as i64)
+        .map(|i| bench_api::Outcome::Committed {
+            rows_changed: 1,
+            last_insert_rowid: 20_000 + i,
+        })
+        .collect()
+}
+
+/// A `submit_*` reply as the typed result `SubmitResult` (`variant { Ok : Ticket; Err : WriteError }`), with candid.
+#[bench(raw)]
+fn codec_reply_submit_result_candid() -> BenchResult {
+    codec_bench(|| {
+        candid::encode_one(bench_api::SubmitResult::Ok(42))
+            .expect("encodes")
+            .len()
+    })
+}
+
+/// A `submit_*` reply as a bare `Ticket` (`nat64`), with candid.
+#[bench(raw)]
+fn codec_reply_ticket_candid() -> BenchResult {
+    codec_bench(|| candid::encode_one(42u64).expect("encodes").len())
+}
+
+/// The same with the canister's hand codec (`bench_api::wire`), byte-identical.
+#[bench(raw)]
+fn codec_reply_ticket_wire() -> BenchResult {
+    codec_bench(|| bench_api::wire::encode_ticket(42).len())
+}
+
+/// An unbatched write's reply, `Outcome::Committed`, with candid.
+#[bench(raw)]
+fn codec_reply_outcome_candid() -> BenchResult {
+    codec_bench(|| {
+        candid::encode_one(bench_api::Outcome::Committed {
+            rows_changed: 1,
+            last_insert_rowid: 42,
+        })
+        .expect("encodes")
+        .len()
+    })
+}
+
+/// The same with the hand codec.
+#[bench(raw)]
+fn codec_reply_outcome_wire() -> BenchResult {
+    codec_bench(|| {
+        bench_api::wire::encode_outcome(bench_api::Outcome::Committed {
+            rows_changed: 1,
+            last_insert_rowid: 42,
+        })
+        .len()
+    })
+}
+
+/// The argument `(int64, float64)` of `create_order` / `submit_create_order`, with candid.
+#[bench(raw)]
+fn codec_arg_i64_f64_candid() -> BenchResult {
+    let arg = candid::encode_args((7i64, 9.5f64)).expect("encodes");
+    codec_bench(|| {
+        let (a, _b): (i64, f64) = candid::decode_args(&arg).expect("decodes");
+        a as usize
+    })
+}
+
+/// The same with the hand codec.
+#[bench(raw)]
+fn codec_arg_i64_f64_wire() -> BenchResult {
+    let arg = candid::encode_args((7i64, 9.5f64)).expect("encodes");
+    codec_bench(|| bench_api::wire::decode_i64_f64(&arg).expect("decodes").0 as usize)
+}
+
+/// `execute_batch`'s argument, 1,000 orders (`vec UserOrderOp`), decoded with candid (once).
+#[bench(raw)]
+fn codec_arg_batch_1000_candid() -> BenchResult {
+    let arg = candid::encode_one(codec_orders()).expect("encodes");
+    bench_fn(|| {
+        let ops: Vec<bench_api::UserOrderOp> = candid::decode_one(&arg).expect("decodes");
+        std::hint::black_box(ops);
+    })
+}
+
+/// The same 1,000 orders packed (`execute_batch_packed`): the blob's Candid frame, then the ops.
+#[bench(raw)]
+fn codec_arg_batch_1000_packed() -> BenchResult {
+    let arg = bench_api::wire::encode_blob(&bench_api::packed::encode_ops(&codec_orders()));
+    bench_fn(|| {
+        let blob = bench_api::wire::decode_blob(&arg).expect("a blob");
+        let ops = bench_api::packed::decode_ops(&blob, CODEC_BATCH).expect("decodes");
+        std::hint::black_box(ops);
+    })
+}
+
+/// `execute_batch`'s reply for 1,000 committed orders (`BatchResult`), with candid (once).
+#[bench(raw)]
+fn codec_reply_batch_1000_candid() -> BenchResult {
+    let reply = bench_api::BatchResult::Ok(codec_outcomes());
+    bench_fn(|| {
+        let bytes = candid::encode_one(&reply).expect("encodes");
+        std::hint::black_box(bytes);
+    })
+}
+
+/// The same outcomes packed (`execute_batch_packed`'s reply).
+#[bench(raw)]
+fn codec_reply_batch_1000_packed() -> BenchResult {
+    let outcomes = codec_outcomes();
+    bench_fn(|| {
+        let bytes = bench_api::wire::encode_blob(&bench_api::packed::encode_outcomes(&outcomes));
+        std::hint::black_box(bytes);
+    })
+}

@@ -369,6 +369,153 @@ pub fn targets(benches: &BTreeMap<String, CanbenchFigures>) -> Vec<TargetCheck> 
     out
 }
 
+/// One row of the wire-shape table: what encoding a reply or decoding an argument costs.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CodecRow {
+    /// The canbench bench.
+    pub bench: String,
+    /// The shape and where it is used.
+    pub shape: String,
+    /// `candid`, the canister's hand codec, or the packed form.
+    pub codec: String,
+    /// Instructions per call (per op for the batch shapes).
+    pub per_unit: u64,
+    /// Bytes per call (per op for the batch shapes).
+    pub bytes_per_unit: f64,
+    /// What `per_unit` counts: "call" or "op".
+    pub unit: String,
+}
+
+/// The wire-shape table from the `codec_*` benches (1,000 calls each, or one call with 1,000
+/// ops), with the bytes of each encoding computed here with the same types.
+pub fn codec_rows(benches: &BTreeMap<String, CanbenchFigures>) -> Vec<CodecRow> {
+    use bench_api::{BatchResult, Outcome, SubmitResult, UserOrderOp, fixture::Workload};
+    let orders: Vec<UserOrderOp> = (0..1_000).map(|i| Workload::Insert.op(i)).collect();
+    let outcomes: Vec<Outcome> = (0..1_000i64)
+        .map(|i| Outcome::Committed {
+            rows_changed: 1,
+            last_insert_rowid: 20_000 + i,
+        })
+        .collect();
+    let committed = Outcome::Committed {
+        rows_changed: 1,
+        last_insert_rowid: 42,
+    };
+    let len = |r: Result<Vec<u8>, candid::Error>| r.map(|b| b.len()).unwrap_or(0) as f64;
+    let order_arg = len(candid::encode_args((7i64, 9.5f64)));
+    let batch_arg = len(candid::encode_one(&orders)) / 1_000.0;
+    let packed_arg = bench_api::wire::encode_blob(&bench_api::packed::encode_ops(&orders)).len()
+        as f64
+        / 1_000.0;
+    let batch_reply = len(candid::encode_one(BatchResult::Ok(outcomes.clone()))) / 1_000.0;
+    let packed_reply = bench_api::wire::encode_blob(&bench_api::packed::encode_outcomes(&outcomes))
+        .len() as f64
+        / 1_000.0;
+    let rows: [(&str, &str, &str, u64, f64, &str); 11] = [
+        (
+            "codec_reply_submit_result_candid",
+            "reply `SubmitResult` (`variant { Ok : Ticket; Err : WriteError }`)",
+            "candid",
+            1_000,
+            len(candid::encode_one(SubmitResult::Ok(42))),
+            "call",
+        ),
+        (
+            "codec_reply_ticket_candid",
+            "reply `Ticket` (`nat64`), the submits",
+            "candid",
+            1_000,
+            len(candid::encode_one(42u64)),
+            "call",
+        ),
+        (
+            "codec_reply_ticket_wire",
+            "reply `Ticket` (`nat64`), the submits",
+            "hand codec",
+            1_000,
+            bench_api::wire::encode_ticket(42).len() as f64,
+            "call",
+        ),
+        (
+            "codec_reply_outcome_candid",
+            "reply `Outcome`, unbatched writes",
+            "candid",
+            1_000,
+            len(candid::encode_one(committed.clone())),
+            "call",
+        ),
+        (
+            "codec_reply_outcome_wire",
+            "reply `Outcome`, unbatched writes",
+            "hand codec",
+            1_000,
+            bench_api::wire::encode_outcome(committed).len() as f64,
+            "call",
+        ),
+        (
+            "codec_arg_i64_f64_candid",
+            "argument `(int64, float64)`, `create_order` and `submit_create_order`",
+            "candid",
+            1_000,
+            order_arg,
+            "call",
+        ),
+        (
+            "codec_arg_i64_f64_wire",
+            "argument `(int64, float64)`, `create_order` and `submit_create_order`",
+            "hand codec",
+            1_000,
+            order_arg,
+            "call",
+        ),
+        (
+            "codec_arg_batch_1000_candid",
+            "argument of a client batch of 1,000 orders",
+            "candid (`vec UserOrderOp`)",
+            1_000,
+            batch_arg,
+            "op",
+        ),
+        (
+            "codec_arg_batch_1000_packed",
+            "argument of a client batch of 1,000 orders",
+            "packed (`blob`)",
+            1_000,
+            packed_arg,
+            "op",
+        ),
+        (
+            "codec_reply_batch_1000_candid",
+            "reply of a client batch of 1,000 orders",
+            "candid (`BatchResult`)",
+            1_000,
+            batch_reply,
+            "op",
+        ),
+        (
+            "codec_reply_batch_1000_packed",
+            "reply of a client batch of 1,000 orders",
+            "packed (`blob`)",
+            1_000,
+            packed_reply,
+            "op",
+        ),
+    ];
+    rows.into_iter()
+        .filter_map(|(bench, shape, codec, per, bytes, unit)| {
+            let b = benches.get(bench)?;
+            Some(CodecRow {
+                bench: bench.to_string(),
+                shape: shape.to_string(),
+                codec: codec.to_string(),
+                per_unit: b.total.instructions / per,
+                bytes_per_unit: bytes,
+                unit: unit.to_string(),
+            })
+        })
+        .collect()
+}
+
 /// Formats a count with thousands separators.
 pub fn fmt_u(n: u64) -> String {
     let s = n.to_string();
@@ -432,6 +579,22 @@ mod tests {
             },
             scopes: BTreeMap::new(),
         }
+    }
+
+    #[test]
+    fn codec_rows_divide_by_the_calls_and_count_the_bytes() {
+        let mut m = BTreeMap::new();
+        m.insert("codec_reply_ticket_wire".to_string(), bench(511_205));
+        m.insert("codec_arg_batch_1000_packed".to_string(), bench(352_805));
+        let rows = codec_rows(&m);
+        assert_eq!(rows.len(), 2);
+        // Table order, not name order; a Ticket reply is `DIDL`, 0 types, 1 argument, nat64, 8 bytes.
+        assert_eq!((rows[0].per_unit, rows[0].bytes_per_unit), (511, 15.0));
+        assert_eq!(rows[0].unit, "call");
+        // 1,000 orders: a tag, the user id (1 varint byte up to 63, else 2), 8 float bytes; and the frame.
+        assert_eq!(rows[1].per_unit, 352);
+        assert_eq!((rows[1].bytes_per_unit * 1_000.0).round(), 10_949.0);
+        assert_eq!(rows[1].unit, "op");
     }
 
     fn sample() -> BTreeMap<String, CanbenchFigures> {

@@ -369,6 +369,35 @@ pub fn render(r: &SuiteResults, charts: &[ChartLink]) -> String {
         }
     }
 
+    let codecs = crate::analysis::codec_rows(&r.canbench.benches);
+    if !codecs.is_empty() {
+        let _ = writeln!(
+            o,
+            "\n### What wire shapes cost\n\n\
+             Encoding a reply or decoding an argument inside the canister (canbench `codec_*` benches: 1,000 calls each, \
+             or one call of 1,000 ops), and its bytes. Every reply byte also costs 50 instructions \
+             (`ic0.msg_reply_data_append`) and every ingress byte 2,000 cycles. `candid` rebuilds a type's table on every \
+             call, which is most of a small typed reply's cost; the canister's hand codecs (`bench_api::wire`) emit the same \
+             bytes from a fixed prefix.\n\n{l}\n"
+        );
+        let _ = writeln!(
+            o,
+            "| shape | codec | instructions | bytes | per | bench |\n|---|---|---:|---:|---|---|"
+        );
+        for c in &codecs {
+            let _ = writeln!(
+                o,
+                "| {} | {} | {} | {:.1} | {} | `{}` |",
+                c.shape,
+                c.codec,
+                fmt_u(c.per_unit),
+                c.bytes_per_unit,
+                c.unit,
+                c.bench
+            );
+        }
+    }
+
     // Load.
     let _ = writeln!(
         o,
