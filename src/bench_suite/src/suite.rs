@@ -327,19 +327,7 @@ pub fn today() -> String {
     civil_date(secs / 86_400)
 }
 
-/// Days since 1970-01-01 → YYYY-MM-DD (Howard Hinnant's civil_from_days).
-pub fn civil_date(days: u64) -> String {
-    let z = days as i64 + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z - era * 146_097;
-    let yoe = (doe - doe / 1_460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = doy - (153 * mp + 2) / 5 + 1;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 };
-    let y = yoe + era * 400 + if m <= 2 { 1 } else { 0 };
-    format!("{y:04}-{m:02}-{d:02}")
-}
+pub use offline_engine::civil::civil_date;
 
 /// Refuses a canbench wasm built at another scale than requested, judged by `users_orders_add_users`
 /// (100,000 users at full scale; 1,000 at CI scale): below 10% of the published figure at full

@@ -24,6 +24,7 @@
 
 pub mod canbench;
 pub mod canister;
+pub mod civil;
 pub mod engine;
 pub mod error;
 pub mod fees;
