@@ -4,6 +4,7 @@
 //! [`execute_autocommit_within`]). The per-op semantics are documented on [`execute_batch`];
 //! the instruction guard on [`execute_batch_within`].
 
+use std::borrow::Cow;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
@@ -232,7 +233,7 @@ const MAX_HELD_STATEMENTS: usize = 16;
 /// the batch ends. Reset statements do not block `COMMIT` or `ROLLBACK`.
 struct Statements<'c> {
     conn: &'c Connection,
-    held: Vec<(String, CachedStatement<'c>)>,
+    held: Vec<(Cow<'static, str>, CachedStatement<'c>)>,
 }
 
 impl<'c> Statements<'c> {
@@ -450,6 +451,11 @@ pub(crate) fn run_batch<'a, M: InstructionMeter>(
             }
             let i = committed[next];
             next += 1;
+            if coalescer.settle().is_err() {
+                end_transaction(conn);
+                coalescer.disable();
+                continue 'attempt;
+            }
             let op_run = execute_op(&mut statements, op_at(i), Mode::Batch, guard.as_ref());
             coalescer.ran_other(Some(op_at(i)), op_run.outcome.is_committed());
             run.outcomes[i] = op_run.outcome;
@@ -518,6 +524,11 @@ pub(crate) fn run_batch<'a, M: InstructionMeter>(
                 }
                 continue;
             }
+            if coalescer.settle().is_err() {
+                end_transaction(conn);
+                coalescer.disable();
+                continue 'attempt;
+            }
             let op_run = execute_op(&mut statements, op_at(i), Mode::Batch, guard.as_ref());
             coalescer.ran_other(Some(op_at(i)), op_run.outcome.is_committed());
             if op_run.interrupted {
@@ -546,6 +557,12 @@ pub(crate) fn run_batch<'a, M: InstructionMeter>(
                 end_transaction(conn);
                 continue 'attempt;
             }
+        }
+        // A counter a stopped chunk left unstored is stored before COMMIT.
+        if coalescer.settle().is_err() {
+            end_transaction(conn);
+            coalescer.disable();
+            continue 'attempt;
         }
         break;
     }

@@ -1,5 +1,7 @@
 //! Write operations ([`WriteOp`]), their statements and values, and their outcomes.
 
+use std::borrow::Cow;
+
 use rusqlite::ToSql;
 use rusqlite::types::{FromSql, FromSqlResult, ToSqlOutput, Value, ValueRef};
 use serde::{Deserialize, Serialize};
@@ -153,15 +155,17 @@ impl<T: Into<SqlValue>> From<Option<T>> for SqlValue {
 /// rejected when executed, because they would break the batch's transaction.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Statement {
-    /// The SQL text of one statement.
-    pub sql: String,
+    /// The SQL text of one statement: borrowed when it is a constant (`&'static str`), which
+    /// is what a canister's write methods have, so that queueing an op copies no SQL text and
+    /// consecutive ops of the same constant are recognised by address when they are coalesced.
+    pub sql: Cow<'static, str>,
     /// Values for the statement's parameters, in order; the count must match.
     pub params: Vec<SqlValue>,
 }
 
 impl Statement {
     /// A statement from its SQL text and parameters.
-    pub fn new(sql: impl Into<String>, params: Vec<SqlValue>) -> Self {
+    pub fn new(sql: impl Into<Cow<'static, str>>, params: Vec<SqlValue>) -> Self {
         Statement {
             sql: sql.into(),
             params,
@@ -183,7 +187,7 @@ pub enum WriteOp {
 
 impl WriteOp {
     /// A [`WriteOp::Single`] from SQL text and parameters.
-    pub fn single(sql: impl Into<String>, params: Vec<SqlValue>) -> Self {
+    pub fn single(sql: impl Into<Cow<'static, str>>, params: Vec<SqlValue>) -> Self {
         WriteOp::Single(Statement::new(sql, params))
     }
 

@@ -33,7 +33,13 @@
 //!   runs op by op too.
 //! - **`sqlite_sequence`.** A statement stopped by `OR FAIL` does not store the `AUTOINCREMENT`
 //!   counter of the rows it kept; the coalescer stores it, as the single-row statements would
-//!   have.
+//!   have. It stores it late, which costs nothing when it need not store it at all: before any
+//!   op that is not a chunk runs (any statement may read or change `sqlite_sequence`), before a
+//!   chunk into another table (so that `sqlite_sequence` rows are created in the same order), and
+//!   before `COMMIT`; a later chunk into the same table
+//!   that completes makes the store moot, because SQLite then stores the counter of its own last
+//!   row, which is larger. Between the stop and the store only chunks into that table run,
+//!   inserting rows above the kept ones, so the next rowid is the same either way.
 //! - **The clock.** SQLite reads the time once per statement, so the rows of a chunk share one
 //!   `CURRENT_TIMESTAMP`. In a canister the time does not change during a message anyway.
 //!
@@ -256,12 +262,11 @@ impl ChunkRun {
 
     /// The first `kept` ops inserted with rowids `base + 1 ..`, then `culprit`.
     fn kept(end: ChunkEnd, base: i64, kept: usize, culprit: Option<OpOutcome>) -> Self {
-        let mut outcomes: Vec<OpOutcome> = (1..=kept as i64)
-            .map(|j| OpOutcome::Committed {
-                rows_changed: 1,
-                last_insert_rowid: base + j,
-            })
-            .collect();
+        let mut outcomes = Vec::with_capacity(kept + usize::from(culprit.is_some()));
+        outcomes.extend((1..=kept as i64).map(|j| OpOutcome::Committed {
+            rows_changed: 1,
+            last_insert_rowid: base + j,
+        }));
         outcomes.extend(culprit);
         ChunkRun { end, outcomes }
     }
@@ -318,6 +323,9 @@ pub(crate) struct Coalescer<'c, 'k> {
     /// doubles back after each complete chunk), so that dense failures do not bind rows that
     /// never run.
     cap: usize,
+    /// The `AUTOINCREMENT` counter a stopped chunk left unstored (table name, last rowid kept),
+    /// until [`Coalescer::settle`] stores it or a complete chunk into the table makes it moot.
+    unstored_sequence: Option<(String, i64)>,
 }
 
 /// A planned chunk: the positions of its ops and their shape.
@@ -349,6 +357,17 @@ impl<'c, 'k> Coalescer<'c, 'k> {
             statements: Vec::new(),
             base: None,
             cap: max_rows,
+            unstored_sequence: None,
+        }
+    }
+
+    /// Stores the `AUTOINCREMENT` counter a stopped chunk left unstored, if any: the caller
+    /// calls it before running anything other than a chunk, and before `COMMIT`. On an error the
+    /// transaction holds rows whose counter is not stored: the caller must roll it back.
+    pub(crate) fn settle(&mut self) -> rusqlite::Result<()> {
+        match self.unstored_sequence.take() {
+            Some((table, last)) => store_sequence(self.conn, &table, last),
+            None => Ok(()),
         }
     }
 
@@ -387,6 +406,7 @@ impl<'c, 'k> Coalescer<'c, 'k> {
     /// The batch's transaction was rolled back: the table checks made in it are forgotten.
     pub(crate) fn rolled_back(&mut self) {
         self.base = None;
+        self.unstored_sequence = None;
         self.schema_checked = false;
         self.cache.forget_tables();
     }
@@ -419,7 +439,8 @@ impl<'c, 'k> Coalescer<'c, 'k> {
             return None;
         }
         let max_rows = self.cap.min(self.max_params / params.max(1)).max(1);
-        let mut chunk = vec![first];
+        let mut chunk = Vec::with_capacity(max_rows);
+        chunk.push(first);
         for position in positions {
             if chunk.len() == max_rows {
                 break;
@@ -503,12 +524,22 @@ impl<'c, 'k> Coalescer<'c, 'k> {
     ) -> ChunkRun {
         let rows = chunk.positions.len();
         let undone = ChunkRun::nothing(ChunkEnd::Undone);
-        let Some(shape) = self.cache.shapes[chunk.shape].1.clone() else {
+        if self.cache.shapes[chunk.shape].1.is_none() {
             return undone;
-        };
+        }
         let Some(table) = self.table(chunk.shape) else {
             return undone;
         };
+        // Another table's counter is stored first: op by op it would be stored before this
+        // chunk's rows, and its `sqlite_sequence` row (if new) created before this table's.
+        if self
+            .unstored_sequence
+            .as_ref()
+            .is_some_and(|(name, _)| *name != table.name)
+            && self.settle().is_err()
+        {
+            return self.failed_after_rows();
+        }
         let base = match self.base {
             Some((s, last)) if s == chunk.shape => Ok(last),
             _ => next_rowid_base(self.conn, &table),
@@ -525,7 +556,7 @@ impl<'c, 'k> Coalescer<'c, 'k> {
         super::reset_last_insert_rowid(conn);
         let total_before = conn.total_changes();
         let result = {
-            let statement = match self.statement(chunk.shape, &shape, rows) {
+            let statement = match self.statement(chunk.shape, rows) {
                 Ok(statement) => statement,
                 Err(_) => {
                     // Not preparable (a limit, or a schema the checks did not foresee): not
@@ -545,6 +576,14 @@ impl<'c, 'k> Coalescer<'c, 'k> {
         let error = match result {
             Ok(_) => {
                 return if changed == rows as u64 && last == base + rows as i64 {
+                    // SQLite stored this table's counter at the statement's end.
+                    if self
+                        .unstored_sequence
+                        .as_ref()
+                        .is_some_and(|(name, _)| *name == table.name)
+                    {
+                        self.unstored_sequence = None;
+                    }
                     self.base = Some((chunk.shape, last));
                     self.cap = (self.cap * 2).min(self.max_rows);
                     ChunkRun::kept(ChunkEnd::Complete, base, rows, None)
@@ -569,7 +608,7 @@ impl<'c, 'k> Coalescer<'c, 'k> {
         } else {
             match max_rowid(conn, &table) {
                 Ok(max) => max.saturating_sub(base).max(0),
-                Err(error) => return self.failed_control(&error),
+                Err(_) => return self.failed_after_rows(),
             }
         };
         let kept = usize::try_from(kept).unwrap_or(usize::MAX);
@@ -590,11 +629,9 @@ impl<'c, 'k> Coalescer<'c, 'k> {
         }
         if kept > 0 {
             // The statement stopped before the end of its program, where SQLite stores the
-            // AUTOINCREMENT counter: store it.
-            if table.autoincrement
-                && let Err(error) = store_sequence(conn, &table.name, last)
-            {
-                return self.failed_control(&error);
+            // AUTOINCREMENT counter: it is stored later (see the module documentation).
+            if table.autoincrement {
+                self.unstored_sequence = Some((table.name.clone(), last));
             }
             self.base = Some((chunk.shape, last));
         } else {
@@ -611,8 +648,18 @@ impl<'c, 'k> Coalescer<'c, 'k> {
         ChunkRun::nothing(ChunkEnd::Anomaly)
     }
 
-    /// A bookkeeping statement of the coalescer failed: the transaction is rolled back if it
-    /// may be half-done, and the batch continues without coalescing.
+    /// A bookkeeping statement of the coalescer failed after the chunk's statement ran: the
+    /// transaction may hold rows whose ops have no outcome yet (or a counter not stored), so it
+    /// is rolled back, and the batch starts again without coalescing.
+    fn failed_after_rows(&mut self) -> ChunkRun {
+        super::end_transaction(self.conn);
+        self.disable();
+        ChunkRun::nothing(ChunkEnd::Lost)
+    }
+
+    /// A bookkeeping statement of the coalescer failed before the chunk's statement ran: the
+    /// transaction is rolled back if it may be half-done, and the batch continues without
+    /// coalescing.
     fn failed_control(&mut self, error: &rusqlite::Error) -> ChunkRun {
         let lost = self.conn.is_autocommit() || super::is_uncertain(error);
         if lost {
@@ -629,11 +676,10 @@ impl<'c, 'k> Coalescer<'c, 'k> {
         }
     }
 
-    /// The held multi-row statement for `rows` rows of `shape`.
+    /// The held multi-row statement for `rows` rows of the shape at `index`.
     fn statement(
         &mut self,
         index: usize,
-        shape: &Shape,
         rows: usize,
     ) -> rusqlite::Result<&mut CachedStatement<'c>> {
         let position = match self
@@ -643,7 +689,11 @@ impl<'c, 'k> Coalescer<'c, 'k> {
         {
             Some(position) => position,
             None => {
-                let prepared = self.conn.prepare_cached(&shape.sql(rows))?;
+                let sql = match &self.cache.shapes[index].1 {
+                    Some(shape) => shape.sql(rows),
+                    None => return Err(rusqlite::Error::InvalidQuery),
+                };
+                let prepared = self.conn.prepare_cached(&sql)?;
                 self.statements.push(((index, rows), prepared));
                 self.statements.len() - 1
             }

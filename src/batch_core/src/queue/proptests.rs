@@ -58,7 +58,7 @@ fn amount() -> impl Strategy<Value = SqlValue> {
 }
 
 fn stmt(sql: &str, params: Vec<SqlValue>) -> Statement {
-    Statement::new(sql, params)
+    Statement::new(sql.to_owned(), params)
 }
 
 fn statement() -> impl Strategy<Value = Statement> {

@@ -410,6 +410,42 @@ fn the_autoincrement_counter_matches_when_the_last_chunk_stops_early() {
 }
 
 #[test]
+fn a_counter_left_unstored_is_stored_in_time_or_made_moot() {
+    let order = |user: i64| WriteOp::single(INSERT_ORDER, vec![user.into(), 2.5.into()]);
+    let null_user = || WriteOp::single(INSERT_USER, vec![SqlValue::Null, "n@x".into()]);
+    // The first chunk into users stops early: its counter is not stored yet, and
+    // sqlite_sequence has no row for users. A complete chunk into orders then creates orders'
+    // row; op by op users' row comes first (the dump compares sqlite_sequence in rowid order).
+    let mut ops = users(4);
+    ops[3] = null_user();
+    ops.extend((0..4).map(|_| order(1)));
+    assert_eq!(batch_against_alone(COALESCIBLE, &ops, 4).coalesced, 3 + 4);
+    // A stopped chunk, then a complete chunk into the same table (SQLite stores the larger
+    // counter: nothing is left to store), then a delete of the last rows: the next rowid is
+    // not reused.
+    let mut ops = users(4);
+    ops[1] = null_user();
+    ops.extend(users(12).into_iter().skip(4));
+    ops.push(WriteOp::single(
+        "DELETE FROM users WHERE user_id > ?1",
+        vec![2.into()],
+    ));
+    ops.extend(users(14).into_iter().skip(12));
+    let run = batch_against_alone(COALESCIBLE, &ops, 8);
+    assert_eq!(
+        run.outcomes.last(),
+        Some(&OpOutcome::Committed {
+            rows_changed: 1,
+            last_insert_rowid: 13
+        })
+    );
+    // A complete chunk, then one that stops at its last row, then COMMIT.
+    let mut ops = users(8);
+    ops[7] = null_user();
+    assert_eq!(batch_against_alone(COALESCIBLE, &ops, 4).coalesced, 4 + 3);
+}
+
+#[test]
 fn rowids_near_the_end_of_the_range() {
     // A plain table whose largest rowid is i64::MAX - 2: a chunk of two rows just fits.
     let schema = "CREATE TABLE t (a); INSERT INTO t (rowid, a) VALUES (9223372036854775805, 0);";
