@@ -6,6 +6,7 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 
 use crate::engine_runs::CanbenchFigures;
+use crate::message_bench::{Mode, ModeSummary};
 
 /// The nine benchmarks of the ic-rusqlite users/orders benchmark: bench name, what it does, and ic-rusqlite's
 /// published PocketIC figure (instructions).
@@ -70,8 +71,23 @@ pub const FIXED_OPS: u64 = 10_000;
 
 /// Target: batched insert per op ≤ this × the floor.
 pub const FLOOR_TARGET: f64 = 1.10;
-/// Target: gain at N = 1000 ≥ this.
-pub const GAIN_TARGET: f64 = 10.0;
+/// Target: gain at N = 1000 ≥ this, by op kind (inserts 12×, updates and deletes 10×).
+pub fn gain_target(kind: &str) -> f64 {
+    if kind == "insert" { 12.0 } else { 10.0 }
+}
+/// Target: billed instructions per op of submit + timer flush at N = 10,000.
+pub const SUBMIT_TARGET_PER_OP: f64 = 30_000.0;
+/// Target: submit + timer flush at least this many times fewer billed instructions per op than
+/// an unbatched call.
+pub const SUBMIT_TARGET_GAIN: f64 = 9.0;
+/// Target: billed instructions per op of the packed client batch at N = 10,000.
+pub const CLIENT_BATCH_TARGET_PER_OP: f64 = 17_000.0;
+/// Target: the packed client batch at least this many times fewer cycles per op than one
+/// unbatched call per op.
+pub const CLIENT_BATCH_TARGET_CYCLES_GAIN: f64 = 150.0;
+/// Target: each message-level gain at full scale within this many percent of its value on the
+/// 10,000-user fixture (N = 1,000).
+pub const FULL_SCALE_TARGET_PCT: f64 = 10.0;
 /// Target: error isolation within ± this many percent per successful op.
 pub const ERROR_TARGET_PCT: f64 = 5.0;
 
@@ -275,6 +291,103 @@ pub fn floor_rows(benches: &BTreeMap<String, CanbenchFigures>) -> Vec<FloorRow> 
         .collect()
 }
 
+/// The message-level targets: the batched op end to end and the packed client batch at
+/// N = 10,000 on the 10,000-user fixture (`messages`), and each batched mode's gain at full scale
+/// (`full_scale`, N = 1,000) against the same gain on the fixture.
+pub fn message_targets(messages: &[ModeSummary], full_scale: &[ModeSummary]) -> Vec<TargetCheck> {
+    let find = |runs: &[ModeSummary], mode: Mode, n: u64| -> Option<ModeSummary> {
+        runs.iter().find(|s| s.mode == mode && s.n == n).cloned()
+    };
+    let not_measured = |target: String| TargetCheck {
+        target,
+        measured: "not measured".into(),
+        met: None,
+        breakdown_benches: vec![],
+    };
+    let mut out = Vec::new();
+    let unbatched = find(messages, Mode::Unbatched, 10_000);
+    let target = format!(
+        "submit + timer flush ≤ {} billed instructions/op and ≥ {SUBMIT_TARGET_GAIN:.0}× fewer than unbatched (N = 10,000)",
+        fmt_f(SUBMIT_TARGET_PER_OP)
+    );
+    out.push(
+        match (&unbatched, find(messages, Mode::SubmitAndTimer, 10_000)) {
+            (Some(u), Some(s)) => {
+                let gain = u.instructions_per_op / s.instructions_per_op;
+                TargetCheck {
+                    target,
+                    measured: format!(
+                        "{} billed instructions/op, {gain:.1}× fewer",
+                        fmt_f(s.instructions_per_op)
+                    ),
+                    met: Some(
+                        s.instructions_per_op <= SUBMIT_TARGET_PER_OP && gain >= SUBMIT_TARGET_GAIN,
+                    ),
+                    breakdown_benches: vec![],
+                }
+            }
+            _ => not_measured(target),
+        },
+    );
+    let packed = find(messages, Mode::ClientBatchPacked, 10_000);
+    let target = format!(
+        "packed client batch ≤ {} billed instructions/op (N = 10,000)",
+        fmt_f(CLIENT_BATCH_TARGET_PER_OP)
+    );
+    out.push(match &packed {
+        Some(p) => TargetCheck {
+            target,
+            measured: format!("{} billed instructions/op", fmt_f(p.instructions_per_op)),
+            met: Some(p.instructions_per_op <= CLIENT_BATCH_TARGET_PER_OP),
+            breakdown_benches: vec![],
+        },
+        None => not_measured(target),
+    });
+    let target = format!(
+        "packed client batch ≥ {CLIENT_BATCH_TARGET_CYCLES_GAIN:.0}× fewer cycles/op than unbatched (N = 10,000, 13 nodes)"
+    );
+    out.push(match (&unbatched, &packed) {
+        (Some(u), Some(p)) if p.cycles_per_million_ops[0] > 0 => {
+            let gain = u.cycles_per_million_ops[0] as f64 / p.cycles_per_million_ops[0] as f64;
+            TargetCheck {
+                target,
+                measured: format!("{gain:.0}× fewer"),
+                met: Some(gain >= CLIENT_BATCH_TARGET_CYCLES_GAIN),
+                breakdown_benches: vec![],
+            }
+        }
+        _ => not_measured(target),
+    });
+    for mode in [
+        Mode::SubmitAndTimer,
+        Mode::ClientBatch,
+        Mode::ClientBatchPacked,
+    ] {
+        let target = format!(
+            "full scale: gain over unbatched within {FULL_SCALE_TARGET_PCT:.0}% of the 10k-user fixture's ({}, N = 1,000)",
+            mode.label()
+        );
+        let gain = |runs: &[ModeSummary]| -> Option<f64> {
+            let u = find(runs, Mode::Unbatched, 1_000)?;
+            let m = find(runs, mode, 1_000)?;
+            Some(u.instructions_per_op / m.instructions_per_op)
+        };
+        out.push(match (gain(messages), gain(full_scale)) {
+            (Some(small), Some(full)) => {
+                let change = (full / small - 1.0) * 100.0;
+                TargetCheck {
+                    target,
+                    measured: format!("{small:.2}× → {full:.2}× ({change:+.1}%)"),
+                    met: Some(change.abs() <= FULL_SCALE_TARGET_PCT),
+                    breakdown_benches: vec![],
+                }
+            }
+            _ => not_measured(target),
+        });
+    }
+    out
+}
+
 /// A target of the suite and whether it is met.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct TargetCheck {
@@ -319,13 +432,14 @@ pub fn targets(benches: &BTreeMap<String, CanbenchFigures>) -> Vec<TargetCheck> 
     });
     let gains = gain_rows(benches);
     for kind in OP_KINDS {
-        let target = format!("gain at N = 1000 ≥ {GAIN_TARGET:.0}× ({kind})");
+        let goal = gain_target(kind);
+        let target = format!("gain at N = 1000 ≥ {goal:.0}× ({kind})");
         out.push(
             match gains.iter().find(|g| g.kind == kind && g.n == 1_000) {
                 Some(g) => TargetCheck {
                     target,
                     measured: format!("{:.1}×", g.gain),
-                    met: Some(g.gain >= GAIN_TARGET),
+                    met: Some(g.gain >= goal),
                     breakdown_benches: vec![
                         format!("batched_{kind}_1000"),
                         format!("unbatched_{kind}_1000"),
@@ -627,6 +741,62 @@ mod tests {
         // 1%: 198 M / 9,900 = 20,000 per op: 0 %. 2%: 220 M / 9,800 ≈ +12.2 %.
         assert_eq!(t[4].met, Some(true));
         assert_eq!(t[5].met, Some(false));
+    }
+
+    fn summary(mode: Mode, n: u64, per_op: f64, cycles_per_million: u128) -> ModeSummary {
+        ModeSummary {
+            mode,
+            n,
+            messages: n,
+            ingress_messages: n,
+            timer_messages: 0,
+            billed_instructions: (per_op * n as f64) as u64,
+            instructions: (per_op * n as f64) as u64,
+            ingress_bytes: 0,
+            instructions_per_op: per_op,
+            cycles: [0, 0],
+            cycles_per_million_ops: [cycles_per_million, 0],
+            usd_per_million_ops: [0.0, 0.0],
+        }
+    }
+
+    #[test]
+    fn message_level_targets() {
+        let fixture = vec![
+            summary(Mode::Unbatched, 10_000, 240_000.0, 6_500_000),
+            summary(Mode::SubmitAndTimer, 10_000, 30_001.0, 6_300_000),
+            summary(Mode::ClientBatchPacked, 10_000, 17_000.0, 43_000),
+            summary(Mode::Unbatched, 1_000, 240_000.0, 0),
+            summary(Mode::SubmitAndTimer, 1_000, 24_000.0, 0),
+            summary(Mode::ClientBatch, 1_000, 24_000.0, 0),
+            summary(Mode::ClientBatchPacked, 1_000, 20_000.0, 0),
+        ];
+        let full = vec![
+            summary(Mode::Unbatched, 1_000, 240_000.0, 0),
+            // 10× → 9.0×: −10.0 %, within; 10× → 8.96×: missed; 12× → 13.2×: +10 %.
+            summary(Mode::SubmitAndTimer, 1_000, 240_000.0 / 9.0, 0),
+            summary(Mode::ClientBatch, 1_000, 240_000.0 / 8.96, 0),
+            summary(Mode::ClientBatchPacked, 1_000, 240_000.0 / 13.2, 0),
+        ];
+        let t = message_targets(&fixture, &full);
+        let met: Vec<Option<bool>> = t.iter().map(|t| t.met).collect();
+        // Submit: 30,001 > 30,000 (8.0× fewer); packed: 17,000 ≤ 17,000; cycles 151×.
+        assert_eq!(
+            met,
+            [
+                Some(false),
+                Some(true),
+                Some(true),
+                Some(true),
+                Some(false),
+                Some(true)
+            ]
+        );
+        assert_eq!(t[2].measured, "151× fewer");
+        // Without full-scale runs those targets are not measured, not met.
+        let t = message_targets(&fixture, &[]);
+        assert_eq!(t[3].met, None);
+        assert_eq!(t[5].measured, "not measured");
     }
 
     #[test]

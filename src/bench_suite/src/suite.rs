@@ -442,6 +442,11 @@ pub fn run(config: &SuiteConfig, progress: &mut Progress) -> Result<SuiteResults
         .iter()
         .map(|r| message_bench::summarize(&IC_2025, r))
         .collect();
+    results.targets = analysis::targets(&results.canbench.benches);
+    results.targets.extend(analysis::message_targets(
+        &results.messages,
+        &results.messages_full_scale,
+    ));
     results.call_profiles = call_profiles;
     results.reliability = reliability;
     results.worst_case_flush = Some(worst_case_flush);
@@ -459,10 +464,12 @@ pub fn assemble(
 ) -> SuiteResults {
     let fees = IC_2025;
     let b = &canbench.benches;
-    let messages = message_runs
+    let messages: Vec<ModeSummary> = message_runs
         .iter()
         .map(|r| message_bench::summarize(&fees, r))
         .collect();
+    let mut targets = analysis::targets(b);
+    targets.extend(analysis::message_targets(&messages, &[]));
     let call_costs = derive_call_costs(&message_runs);
     let load_model = RoundModel::default();
     let load = call_costs
@@ -481,7 +488,7 @@ pub fn assemble(
         floor: analysis::floor_rows(b),
         errors: analysis::error_rows(b),
         flush: analysis::flush_rows(b),
-        targets: analysis::targets(b),
+        targets,
         call_overhead: call_overheads(&message_runs, &canbench),
         canbench,
         message_runs,
