@@ -23,16 +23,32 @@
 //! | 3 | `DeleteUserOrders` | `user_id: sint` |
 //! | 4 | `CreateUser` | `username: text`, `email: text` |
 //!
-//! Reply: the byte `1`, then one outcome per op, in order: `0`, `rows_changed: uint`,
-//! `last_insert_rowid: sint` for `Committed`; `1`, `code: sint`, `message: text` for `Failed`.
+//! Reply: the byte `2` (the reply's version), then the outcomes in op order, each record
+//! standing for one outcome or a run of them:
+//!
+//! | tag | outcomes | fields |
+//! |---:|---|---|
+//! | 0 | one `Committed` | `rows_changed: uint`, `last_insert_rowid: sint` |
+//! | 1 | one `Failed` | `code: sint`, `message: text` |
+//! | 2 | `count` `Committed`, all with `rows_changed`, the k-th (from 0) with `last_insert_rowid` = `first + k · step` | `count: uint`, `rows_changed: uint`, `first: sint`, `step: sint` |
+//!
+//! A run is what a batch of inserts returns (each op its own rowid, one above the last) and of
+//! single-row updates (the rowid does not move, step 0): a reply of 10,000 committed inserts
+//! takes a few bytes instead of 50,000, and each byte saved is 50 instructions the canister does
+//! not spend on `ic0.msg_reply_data_append`. [`encode_outcomes`] writes a run for three or
+//! more such outcomes in a row; [`decode_outcomes`] expands it, up to the number of outcomes
+//! its caller expects.
 //!
 //! Anything else (another version, an unknown tag, a truncated field, text that is not UTF-8,
-//! bytes after the last op) is refused whole, before any op runs.
+//! bytes after the last op, a rowid out of the 64-bit range, more outcomes than expected) is
+//! refused whole; a request is refused before any op runs.
 
 use crate::{OpError, Outcome, UserOrderOp};
 
-/// The format version this module reads and writes.
+/// The format version of requests this module reads and writes.
 pub const VERSION: u8 = 1;
+/// The format version of replies (version 1 had no runs).
+pub const REPLY_VERSION: u8 = 2;
 
 const CREATE_ORDER: u8 = 1;
 const UPDATE_ORDER_AMOUNT: u8 = 2;
@@ -40,6 +56,9 @@ const DELETE_USER_ORDERS: u8 = 3;
 const CREATE_USER: u8 = 4;
 const COMMITTED: u8 = 0;
 const FAILED: u8 = 1;
+const COMMITTED_RUN: u8 = 2;
+/// The shortest run [`encode_outcomes`] writes as one record.
+const MIN_RUN: usize = 3;
 
 /// Why packed bytes were refused: what was expected, at which byte offset.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -124,10 +143,21 @@ pub fn decode_ops(bytes: &[u8], max_ops: usize) -> Result<Vec<UserOrderOp>, Pack
 
 /// Packs outcomes (the reply of `execute_batch_packed`).
 pub fn encode_outcomes(outcomes: &[Outcome]) -> Vec<u8> {
-    let mut out = Vec::with_capacity(1 + outcomes.len() * 4);
-    out.push(VERSION);
-    for outcome in outcomes {
-        match outcome {
+    let mut out = Vec::with_capacity(16);
+    out.push(REPLY_VERSION);
+    let mut i = 0;
+    while i < outcomes.len() {
+        let run = committed_run(&outcomes[i..]);
+        if let Some((count, rows_changed, first, step)) = run {
+            out.push(COMMITTED_RUN);
+            put_uint(&mut out, count as u64);
+            put_uint(&mut out, rows_changed);
+            put_sint(&mut out, first);
+            put_sint(&mut out, step);
+            i += count;
+            continue;
+        }
+        match &outcomes[i] {
             Outcome::Committed {
                 rows_changed,
                 last_insert_rowid,
@@ -142,16 +172,76 @@ pub fn encode_outcomes(outcomes: &[Outcome]) -> Vec<u8> {
                 put_text(&mut out, message);
             }
         }
+        i += 1;
     }
     out
 }
 
-/// Unpacks a reply.
-pub fn decode_outcomes(bytes: &[u8]) -> Result<Vec<Outcome>, PackedError> {
-    let mut r = Reader::new(bytes)?;
+/// The run of committed outcomes `outcomes` starts with, as (count, rows_changed, first rowid,
+/// step), if it holds at least [`MIN_RUN`] of them.
+fn committed_run(outcomes: &[Outcome]) -> Option<(usize, u64, i64, i64)> {
+    let committed = |o: &Outcome| match o {
+        Outcome::Committed {
+            rows_changed,
+            last_insert_rowid,
+        } => Some((*rows_changed, *last_insert_rowid)),
+        Outcome::Failed(_) => None,
+    };
+    let (rows_changed, first) = committed(outcomes.first()?)?;
+    let (second_rows, second) = committed(outcomes.get(1)?)?;
+    let step = second.checked_sub(first)?;
+    if second_rows != rows_changed {
+        return None;
+    }
+    let mut count = 2;
+    let mut last = second;
+    while let Some((rows, rowid)) = outcomes.get(count).and_then(committed) {
+        if rows != rows_changed || last.checked_add(step) != Some(rowid) {
+            break;
+        }
+        last = rowid;
+        count += 1;
+    }
+    (count >= MIN_RUN).then_some((count, rows_changed, first, step))
+}
+
+/// Unpacks a reply of at most `max_outcomes` outcomes (the ops the request sent): a reply that
+/// holds more is refused, so that a run's count cannot make the caller allocate without bound.
+pub fn decode_outcomes(bytes: &[u8], max_outcomes: usize) -> Result<Vec<Outcome>, PackedError> {
+    let mut r = Reader::new_reply(bytes)?;
     let mut outcomes = Vec::new();
     while !r.done() {
+        if outcomes.len() == max_outcomes {
+            return Err(r.error(format!("more than {max_outcomes} outcomes")));
+        }
         let outcome = match r.byte("an outcome tag")? {
+            COMMITTED_RUN => {
+                let at = r.offset;
+                let count = r.uint("count")?;
+                let rows_changed = r.uint("rows_changed")?;
+                let first = r.sint("first")?;
+                let step = r.sint("step")?;
+                let room = (max_outcomes - outcomes.len()) as u64;
+                if count == 0 || count > room {
+                    return Err(PackedError {
+                        offset: at,
+                        what: format!("a run of {count} outcomes (1 to {room} expected)"),
+                    });
+                }
+                // The last rowid must be in range: then every one before it is.
+                let span = i128::from(step) * i128::from(count - 1);
+                if i64::try_from(i128::from(first) + span).is_err() {
+                    return Err(PackedError {
+                        offset: at,
+                        what: "a run's last rowid is out of the 64-bit range".into(),
+                    });
+                }
+                outcomes.extend((0..count as i64).map(|k| Outcome::Committed {
+                    rows_changed,
+                    last_insert_rowid: first + k * step,
+                }));
+                continue;
+            }
             COMMITTED => Outcome::Committed {
                 rows_changed: r.uint("rows_changed")?,
                 last_insert_rowid: r.sint("last_insert_rowid")?,
@@ -201,14 +291,23 @@ struct Reader<'b> {
 }
 
 impl<'b> Reader<'b> {
-    /// After the version byte, which must be [`VERSION`].
+    /// After the version byte of a request, which must be [`VERSION`].
     fn new(bytes: &'b [u8]) -> Result<Self, PackedError> {
+        Self::with_version(bytes, VERSION)
+    }
+
+    /// After the version byte of a reply, which must be [`REPLY_VERSION`].
+    fn new_reply(bytes: &'b [u8]) -> Result<Self, PackedError> {
+        Self::with_version(bytes, REPLY_VERSION)
+    }
+
+    fn with_version(bytes: &'b [u8], version: u8) -> Result<Self, PackedError> {
         let mut r = Reader { bytes, offset: 0 };
         match r.byte("the version byte")? {
-            VERSION => Ok(r),
+            v if v == version => Ok(r),
             v => Err(PackedError {
                 offset: 0,
-                what: format!("version {v}; this canister reads version {VERSION}"),
+                what: format!("version {v}; version {version} expected"),
             }),
         }
     }

@@ -367,7 +367,7 @@ fn random_run_matches_the_reference_model() {
                     let packed = serde_bytes::ByteBuf::from(bench_api::packed::encode_ops(&ops));
                     let r: serde_bytes::ByteBuf =
                         c.update_as(WRITER, "execute_batch_packed", (packed,));
-                    bench_api::packed::decode_outcomes(&r).expect("a packed reply")
+                    bench_api::packed::decode_outcomes(&r, ops.len()).expect("a packed reply")
                 };
                 assert_eq!(outcomes.len(), ops.len(), "step {step}");
                 for (op, actual) in ops.iter().zip(&outcomes) {

@@ -299,7 +299,10 @@ fn a_packed_batch_matches_the_candid_batch() {
             let exec = c.raw_update(CONTROLLER, "execute_batch_packed", (arg,));
             let reply: serde_bytes::ByteBuf =
                 bench_suite::client::decode("execute_batch_packed", &exec);
-            (exec, bench_api::packed::decode_outcomes(&reply).unwrap())
+            (
+                exec,
+                bench_api::packed::decode_outcomes(&reply, ops.len()).unwrap(),
+            )
         } else {
             let exec = c.raw_update(CONTROLLER, "execute_batch", (ops.clone(),));
             let r: BatchResult = bench_suite::client::decode("execute_batch", &exec);

@@ -246,6 +246,10 @@ pub fn batch_ops(n: usize) -> Vec<UserOrderOp> {
         .collect()
 }
 
+/// When set, [`profile_calls`] writes each call's folded stacks and flame graph there
+/// (`<method>.folded`, `<method>.svg`).
+pub const PROFILE_DIR_VAR: &str = "BENCH_PROFILE_DIR";
+
 /// Profiles the client calls on the small fixture with `named` (the deployable wasm with its
 /// function names, loaded with `Engine::load_profiled`): one `create_order`, one
 /// `submit_create_order`, and `execute_batch` and `execute_batch_packed` with `batch` orders,
@@ -279,7 +283,17 @@ pub fn profile_calls(
             profile.instructions(),
             exec.instructions
         );
-        let parts = crate::call_profile::parts_of_folded(&profile.folded());
+        let folded = profile.folded();
+        if let Some(dir) = std::env::var_os(PROFILE_DIR_VAR) {
+            let dir = std::path::PathBuf::from(dir);
+            std::fs::create_dir_all(&dir)?;
+            std::fs::write(dir.join(format!("{method}.folded")), &folded)?;
+            std::fs::write(
+                dir.join(format!("{method}.svg")),
+                profile.flamegraph_svg(method)?,
+            )?;
+        }
+        let parts = crate::call_profile::parts_of_folded(&folded);
         ensure!(
             parts.iter().sum::<u64>() == exec.instructions,
             "{method}: the parts do not add up"
@@ -300,10 +314,10 @@ pub fn packed_arg(n: usize) -> Result<Vec<u8>> {
     Ok(Encode!(&packed)?)
 }
 
-/// The outcomes in a reply of `execute_batch_packed`.
-pub fn packed_outcomes(reply: &[u8]) -> Result<Vec<Outcome>> {
+/// The outcomes in a reply of `execute_batch_packed` that sent `n` ops.
+pub fn packed_outcomes(reply: &[u8], n: usize) -> Result<Vec<Outcome>> {
     let blob = Decode!(reply, serde_bytes::ByteBuf)?;
-    Ok(bench_api::packed::decode_outcomes(&blob)?)
+    Ok(bench_api::packed::decode_outcomes(&blob, n)?)
 }
 
 /// Fails unless `outcomes` has `n` outcomes, all committed.
@@ -471,7 +485,7 @@ pub fn run_mode_on(
             let mut c = install_with_fixture(engine, program, mode_init_args(mode, n), fixture)?;
             let arg = packed_arg(n)?;
             let exec = c.update("execute_batch_packed", &arg)?;
-            let outcomes = packed_outcomes(reply("execute_batch_packed", &exec)?)?;
+            let outcomes = packed_outcomes(reply("execute_batch_packed", &exec)?, n)?;
             ensure_all_committed("execute_batch_packed", &outcomes, n)?;
             committed = n as u64;
             messages.push(record(ingress("execute_batch_packed", &arg), &exec));

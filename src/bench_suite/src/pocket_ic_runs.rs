@@ -285,7 +285,7 @@ pub fn run_mode(
         }
         Mode::ClientBatchPacked => {
             let reply = send("execute_batch_packed", crate::engine_runs::packed_arg(n)?)?;
-            let outcomes = crate::engine_runs::packed_outcomes(&reply)?;
+            let outcomes = crate::engine_runs::packed_outcomes(&reply, n)?;
             crate::engine_runs::ensure_all_committed("execute_batch_packed", &outcomes, n)?;
             n as u64
         }

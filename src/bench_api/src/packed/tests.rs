@@ -33,6 +33,35 @@ fn outcome() -> impl Strategy<Value = Outcome> {
     ]
 }
 
+/// Outcomes with runs in them: committed rows with rowids that step by a constant (what
+/// batches of inserts and updates return), some at the ends of the 64-bit range, between
+/// single outcomes of any kind.
+fn outcomes() -> impl Strategy<Value = Vec<Outcome>> {
+    let run = (
+        1usize..8,
+        prop_oneof![Just(0u64), Just(1), any::<u64>()],
+        prop_oneof![
+            Just(0i64),
+            Just(i64::MAX - 3),
+            Just(i64::MIN + 3),
+            any::<i64>()
+        ],
+        prop_oneof![Just(0i64), Just(1), Just(-1), -3i64..3],
+    )
+        .prop_map(|(count, rows_changed, first, step)| {
+            (0..count as i64)
+                .map_while(|k| {
+                    Some(Outcome::Committed {
+                        rows_changed,
+                        last_insert_rowid: first.checked_add(step.checked_mul(k)?)?,
+                    })
+                })
+                .collect::<Vec<_>>()
+        });
+    proptest::collection::vec(prop_oneof![run, outcome().prop_map(|o| vec![o])], 0..12)
+        .prop_map(|parts| parts.concat())
+}
+
 /// Equal with floats compared bit for bit (NaN payloads, −0.0).
 fn same_ops(a: &[UserOrderOp], b: &[UserOrderOp]) -> bool {
     let bits = |op: &UserOrderOp| match op {
@@ -66,14 +95,25 @@ proptest! {
     }
 
     #[test]
-    fn outcomes_round_trip(outcomes in proptest::collection::vec(outcome(), 0..40)) {
-        prop_assert_eq!(decode_outcomes(&encode_outcomes(&outcomes)).unwrap(), outcomes);
+    fn outcomes_round_trip(outcomes in outcomes()) {
+        let packed = encode_outcomes(&outcomes);
+        prop_assert_eq!(&decode_outcomes(&packed, outcomes.len()).unwrap(), &outcomes);
+        // One outcome fewer expected than the reply holds: refused, whatever record holds it.
+        if !outcomes.is_empty() {
+            prop_assert!(decode_outcomes(&packed, outcomes.len() - 1).is_err());
+        }
+        // Every strict prefix decodes to a prefix of the outcomes or is refused.
+        for cut in 1..packed.len() {
+            if let Ok(prefix) = decode_outcomes(&packed[..cut], usize::MAX) {
+                prop_assert_eq!(&prefix[..], &outcomes[..prefix.len()]);
+            }
+        }
     }
 
     #[test]
     fn any_bytes_decode_or_are_refused_without_panicking(bytes in proptest::collection::vec(any::<u8>(), 0..200)) {
         let _ = decode_ops(&bytes, 1_000);
-        let _ = decode_outcomes(&bytes);
+        let _ = decode_outcomes(&bytes, 1_000);
     }
 }
 
@@ -104,7 +144,7 @@ fn refusals_say_where_and_why() {
     );
     assert_eq!(
         error(&[2]),
-        "packed batch, byte 0: version 2; this canister reads version 1"
+        "packed batch, byte 0: version 2; version 1 expected"
     );
     assert_eq!(error(&[1, 9]), "packed batch, byte 1: unknown op tag 9");
     assert_eq!(
@@ -140,4 +180,109 @@ fn refusals_say_where_and_why() {
         .map(|user_id| UserOrderOp::DeleteUserOrders { user_id })
         .to_vec();
     assert_eq!(decode_ops(&encode_ops(&extremes), 4).unwrap(), extremes);
+}
+
+#[test]
+fn a_reply_of_committed_inserts_is_one_run() {
+    let outcomes: Vec<Outcome> = (0..10_000)
+        .map(|k| Outcome::Committed {
+            rows_changed: 1,
+            last_insert_rowid: 20_001 + k,
+        })
+        .collect();
+    // Version, tag, count 10,000 (2 varint bytes), rows_changed 1, first 20,001 (zigzag 40,002:
+    // 3 bytes), step 1 (zigzag 2).
+    assert_eq!(
+        encode_outcomes(&outcomes),
+        [REPLY_VERSION, 2, 0x90, 0x4e, 1, 0xc2, 0xb8, 0x02, 2]
+    );
+    // Two in a row stay single records; a failure splits a run.
+    let two = &outcomes[..2];
+    assert_eq!(
+        encode_outcomes(two),
+        [
+            REPLY_VERSION,
+            0,
+            1,
+            0xc2,
+            0xb8,
+            0x02,
+            0,
+            1,
+            0xc4,
+            0xb8,
+            0x02
+        ]
+    );
+    let mut split = outcomes[..6].to_vec();
+    split[3] = Outcome::Failed(OpError {
+        code: 19,
+        message: "x".into(),
+    });
+    assert_eq!(
+        encode_outcomes(&split),
+        [
+            REPLY_VERSION,
+            2,
+            3,
+            1,
+            0xc2,
+            0xb8,
+            0x02,
+            2,
+            1,
+            38,
+            1,
+            b'x',
+            0,
+            1,
+            0xca,
+            0xb8,
+            0x02,
+            0,
+            1,
+            0xcc,
+            0xb8,
+            0x02
+        ]
+    );
+}
+
+#[test]
+fn a_hostile_run_is_refused_before_it_is_expanded() {
+    let error = |bytes: &[u8], max: usize| decode_outcomes(bytes, max).unwrap_err().to_string();
+    // A count of 2^63 against 10 expected outcomes: refused, nothing allocated for it.
+    let mut huge = vec![REPLY_VERSION, 2];
+    huge.extend([0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x01]);
+    huge.extend([1, 0, 2]);
+    assert_eq!(
+        error(&huge, 10),
+        "packed batch, byte 2: a run of 9223372036854775808 outcomes (1 to 10 expected)"
+    );
+    // A run of zero, and one whose last rowid would pass i64::MAX.
+    assert_eq!(
+        error(&[REPLY_VERSION, 2, 0, 1, 0, 2], 10),
+        "packed batch, byte 2: a run of 0 outcomes (1 to 10 expected)"
+    );
+    let mut past_max = vec![REPLY_VERSION, 2, 2, 1];
+    past_max.extend([0xfe, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x01]);
+    past_max.push(2);
+    assert_eq!(
+        error(&past_max, 10),
+        "packed batch, byte 2: a run's last rowid is out of the 64-bit range"
+    );
+    // The same run of one ends at i64::MAX exactly: fine.
+    past_max[2] = 1;
+    assert_eq!(
+        decode_outcomes(&past_max, 10).unwrap(),
+        [Outcome::Committed {
+            rows_changed: 1,
+            last_insert_rowid: i64::MAX
+        }]
+    );
+    // A reply in the old version is refused.
+    assert_eq!(
+        error(&[1, 0, 1, 2], 10),
+        "packed batch, byte 0: version 1; version 2 expected"
+    );
 }
