@@ -20,6 +20,10 @@ pub const PARTS: [&str; 7] = [
 pub struct CallProfile {
     /// The method.
     pub method: String,
+    /// Made on the full-scale fixture (100,000 users, 1,000,000 orders) rather than the
+    /// 10,000-user one.
+    #[serde(default)]
+    pub full_scale: bool,
     /// Ops the call carried.
     pub ops: u64,
     /// Instructions (the performance counter at the end of the message).

@@ -253,12 +253,14 @@ pub const PROFILE_DIR_VAR: &str = "BENCH_PROFILE_DIR";
 /// Profiles the client calls on the small fixture with `named` (the deployable wasm with its
 /// function names, loaded with `Engine::load_profiled`): one `create_order`, one
 /// `submit_create_order`, and `execute_batch` and `execute_batch_packed` with `batch` orders,
-/// each the second such call on its canister. Each profile adds up to the call's performance
-/// counter exactly (checked).
+/// each the second such call on its canister. On the full-scale fixture only the two client
+/// batches (building that fixture takes most of the time). Each profile adds up to the call's
+/// performance counter exactly (checked).
 pub fn profile_calls(
     engine: &Engine,
     named: &Program,
     batch: usize,
+    fixture: Fixture,
 ) -> Result<Vec<crate::call_profile::CallProfile>> {
     let order = Encode!(&1i64, &9.5f64)?;
     let calls: [(&str, u64, Vec<u8>); 4] = [
@@ -269,7 +271,10 @@ pub fn profile_calls(
     ];
     let mut out = Vec::new();
     for (method, ops, arg) in calls {
-        let mut c = install_with_fixture(engine, named, InitArgs::default(), Fixture::Small)?;
+        if fixture == Fixture::FullScale && ops == 1 {
+            continue;
+        }
+        let mut c = install_with_fixture(engine, named, InitArgs::default(), fixture)?;
         // The second call, as a steady state: the first one prepares the statements.
         let warm_up = c.update(method, &arg)?;
         reply(method, &warm_up)?;
@@ -287,10 +292,14 @@ pub fn profile_calls(
         if let Some(dir) = std::env::var_os(PROFILE_DIR_VAR) {
             let dir = std::path::PathBuf::from(dir);
             std::fs::create_dir_all(&dir)?;
-            std::fs::write(dir.join(format!("{method}.folded")), &folded)?;
+            let name = match fixture {
+                Fixture::Small => method.to_string(),
+                Fixture::FullScale => format!("{method}.full_scale"),
+            };
+            std::fs::write(dir.join(format!("{name}.folded")), &folded)?;
             std::fs::write(
-                dir.join(format!("{method}.svg")),
-                profile.flamegraph_svg(method)?,
+                dir.join(format!("{name}.svg")),
+                profile.flamegraph_svg(&name)?,
             )?;
         }
         let parts = crate::call_profile::parts_of_folded(&folded);
@@ -300,6 +309,7 @@ pub fn profile_calls(
         );
         out.push(crate::call_profile::CallProfile {
             method: method.to_string(),
+            full_scale: fixture == Fixture::FullScale,
             ops,
             instructions: exec.instructions,
             parts,

@@ -340,15 +340,16 @@ pub fn render(r: &SuiteResults, charts: &[ChartLink]) -> String {
         let _ = writeln!(
             o,
             "\n### Where a call's instructions go, function by function\n\n\
-             Exact profiles of one call each (the second of its kind, after the 10,000-user fixture; `offline-engine profile`, \
+             Exact profiles of one call each (the second of its kind, after the 10,000-user fixture, and for the client \
+             batches also after the full-scale one; `offline-engine profile`, \
              `src/offline_engine/PROFILING.md`; the deployable wasm's `.named.wasm` twin, same counts). Each function's \
              self instructions go to the innermost frame of its stack that names a part: `ic0.*` (System API), \
              `stable_fs`/`ic_wasi_polyfill` (SQLite's file in stable memory), `sqlite3*` (SQLite), `candid`/`serde` and the \
              canister's hand codecs (encoding), `batch_core`, the allocator; the rest is the CDK and the canister's own code. \
              The parts add up to the performance counter exactly. Percent of the call; instructions per op in the last column.\n\n{l}\n"
         );
-        let mut header = String::from("| call | ops |");
-        let mut rule = String::from("|---|---:|");
+        let mut header = String::from("| call | fixture | ops |");
+        let mut rule = String::from("|---|---|---:|");
         for p in crate::call_profile::PARTS {
             header.push_str(&format!(" {p} |"));
             rule.push_str("---:|");
@@ -356,7 +357,12 @@ pub fn render(r: &SuiteResults, charts: &[ChartLink]) -> String {
         let _ = writeln!(o, "{header} instructions | per op |\n{rule}---:|---:|");
         for c in &r.call_profiles {
             let total = c.instructions.max(1) as f64;
-            let mut row = format!("| `{}` | {} |", c.method, fmt_u(c.ops));
+            let fixture = if c.full_scale {
+                "full scale"
+            } else {
+                "10k users"
+            };
+            let mut row = format!("| `{}` | {fixture} | {} |", c.method, fmt_u(c.ops));
             for &part in &c.parts {
                 row.push_str(&format!(" {:.1}% |", part as f64 * 100.0 / total));
             }

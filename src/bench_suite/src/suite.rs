@@ -414,7 +414,22 @@ pub fn run(config: &SuiteConfig, progress: &mut Progress) -> Result<SuiteResults
         let program = engine
             .load_file_profiled(&named)
             .with_context(|| format!("loading {} with the profiler", named.display()))?;
-        engine_runs::profile_calls(&engine, &program, CALL_PROFILE_BATCH)?
+        let mut profiles = engine_runs::profile_calls(
+            &engine,
+            &program,
+            CALL_PROFILE_BATCH,
+            engine_runs::Fixture::Small,
+        )?;
+        if !config.scale.full_fixture_message_sizes().is_empty() {
+            progress.step("profiling the client batches at full scale");
+            profiles.extend(engine_runs::profile_calls(
+                &engine,
+                &program,
+                CALL_PROFILE_BATCH,
+                engine_runs::Fixture::FullScale,
+            )?);
+        }
+        profiles
     } else {
         progress.step(&format!(
             "no {}: the call profiles are skipped (scripts/build.sh writes it)",
@@ -677,6 +692,7 @@ pub(crate) mod tests {
             .collect();
         r.call_profiles = vec![crate::call_profile::CallProfile {
             method: "create_order".into(),
+            full_scale: false,
             ops: 1,
             instructions: 1_000,
             parts: vec![500, 100, 50, 200, 50, 50, 50],
