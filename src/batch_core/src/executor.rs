@@ -641,7 +641,12 @@ fn execute_op(
             Err(error) => {
                 let lost =
                     mode == Mode::Batch && batch_transaction_lost(conn, error.is_uncertain());
-                OpRun::failed(error.code(), error.to_string(), lost)
+                let code = error.code();
+                let message = match error {
+                    StatementError::Sqlite(error) => error_message(error),
+                    other => other.to_string(),
+                };
+                OpRun::failed(code, message, lost)
             }
         },
         WriteOp::Unit(unit) => run_unit(statements, unit, mode),
@@ -739,6 +744,15 @@ fn is_uncertain(error: &rusqlite::Error) -> bool {
                 | ErrorCode::OperationInterrupted
         )
     )
+}
+
+/// The text of `error` as its `Display` shows it, without formatting it again when it is
+/// SQLite's own message (which the error already holds).
+pub(crate) fn error_message(error: rusqlite::Error) -> String {
+    match error {
+        rusqlite::Error::SqliteFailure(_, Some(message)) => message,
+        other => other.to_string(),
+    }
 }
 
 /// SQLite's extended result code of `error`; errors rusqlite detects before SQLite sees the

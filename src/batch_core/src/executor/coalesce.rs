@@ -53,6 +53,8 @@
 //! prepared once and stay in the connection's statement cache (give it room for them: 8 per
 //! shape at the default).
 
+use std::sync::Arc;
+
 use rusqlite::{CachedStatement, Connection, ffi};
 
 use crate::op::{OpOutcome, Statement, WriteOp};
@@ -220,8 +222,9 @@ fn is_ident_byte(b: u8) -> bool {
 /// What the coalescer needs to know about a table it may insert into.
 #[derive(Debug, Clone)]
 pub(crate) struct Table {
-    /// The name as stored in `sqlite_schema` (and `sqlite_sequence`).
-    name: String,
+    /// The name as stored in `sqlite_schema` (and `sqlite_sequence`), shared: the table is
+    /// looked up for every chunk.
+    name: Arc<str>,
     /// Declared `AUTOINCREMENT`.
     autoincrement: bool,
 }
@@ -325,7 +328,7 @@ pub(crate) struct Coalescer<'c, 'k> {
     cap: usize,
     /// The `AUTOINCREMENT` counter a stopped chunk left unstored (table name, last rowid kept),
     /// until [`Coalescer::settle`] stores it or a complete chunk into the table makes it moot.
-    unstored_sequence: Option<(String, i64)>,
+    unstored_sequence: Option<(Arc<str>, i64)>,
 }
 
 /// A planned chunk: the positions of its ops and their shape.
@@ -622,7 +625,7 @@ impl<'c, 'k> Coalescer<'c, 'k> {
             && code != ffi::SQLITE_CONSTRAINT_FOREIGNKEY)
             .then(|| OpOutcome::Failed {
                 code,
-                error: error.to_string(),
+                error: super::error_message(error),
             });
         if kept == 0 && culprit.is_none() {
             return undone;
@@ -631,7 +634,7 @@ impl<'c, 'k> Coalescer<'c, 'k> {
             // The statement stopped before the end of its program, where SQLite stores the
             // AUTOINCREMENT counter: it is stored later (see the module documentation).
             if table.autoincrement {
-                self.unstored_sequence = Some((table.name.clone(), last));
+                self.unstored_sequence = Some((Arc::clone(&table.name), last));
             }
             self.base = Some((chunk.shape, last));
         } else {
@@ -867,7 +870,7 @@ fn check_table(conn: &Connection, shape: &Shape) -> rusqlite::Result<Option<Tabl
         }
     }
     Ok(Some(Table {
-        name: name.clone(),
+        name: Arc::from(name.as_str()),
         autoincrement,
     }))
 }
