@@ -351,6 +351,21 @@ pub(crate) struct BatchRun {
     pub(crate) coalesced: usize,
 }
 
+impl BatchRun {
+    /// Forgets the outcomes from position `at` on (their ops will be admitted again), with the
+    /// interruptions counted among them.
+    fn truncate(&mut self, at: usize) {
+        if at < self.outcomes.len() {
+            let dropped = self.outcomes[at..]
+                .iter()
+                .filter(|o| o.code() == Some(ffi::SQLITE_INTERRUPT))
+                .count();
+            self.interrupted -= dropped;
+            self.outcomes.truncate(at);
+        }
+    }
+}
+
 /// Runs a prefix of the ops `0..len` in one transaction and commits it.
 ///
 /// Without a budget the prefix is all ops and nothing is interrupted. With one (and the meter's
@@ -406,6 +421,10 @@ pub(crate) fn run_batch<'a, M: InstructionMeter>(
         if first_attempt {
             coalescer.ran_other(None, true);
         } else {
+            // The ROLLBACK that ended the last attempt ran with the guard armed: past its
+            // deadline the progress handler interrupts it too, leaving the transaction open.
+            // Disarmed, it runs to the end.
+            end_transaction(conn);
             coalescer.rolled_back();
         }
         control(conn, BEGIN).map_err(FlushError::Begin)?;
@@ -421,13 +440,20 @@ pub(crate) fn run_batch<'a, M: InstructionMeter>(
         // After a lost transaction: re-apply the admitted ops that had committed (in chunks
         // again where they form runs). Failed ops had no effect and keep their outcome; in
         // particular the op whose failure ended the transaction is never executed again, so
-        // every restart fails one more op.
+        // every restart fails one more op. Those outcomes hold only while the replay reaches
+        // the same states: once a replayed op does not commit again (the guard interrupted it,
+        // or a nondeterministic statement), every outcome after it was computed in a state
+        // that no longer exists, so those ops are admitted and run again (or left, or not
+        // reached, by the budget's rules).
         let committed: Vec<usize> = (0..run.outcomes.len())
             .filter(|&i| run.outcomes[i].is_committed())
             .collect();
         let mut next = 0;
         while next < committed.len() {
-            if let Some(chunk) = coalescer.plan(committed[next..].iter().copied(), &op_at) {
+            // As when it was admitted, the queue's first op runs alone.
+            let alone = on_interrupt == OnInterrupt::LeavePending && committed[next] == 0;
+            if !alone && let Some(chunk) = coalescer.plan(committed[next..].iter().copied(), &op_at)
+            {
                 let chunk_run = coalescer.run(&chunk, &op_at);
                 if chunk_run.end == ChunkEnd::Complete {
                     for (&i, outcome) in chunk.positions.iter().zip(chunk_run.outcomes) {
@@ -437,15 +463,35 @@ pub(crate) fn run_batch<'a, M: InstructionMeter>(
                     continue;
                 }
                 end_transaction(conn);
+                let first = chunk.positions[0];
                 if tripped() {
-                    for &i in &chunk.positions {
-                        run.interrupted += 1;
-                        run.outcomes[i] = interrupted(interrupt_error(budget, i, on_interrupt));
+                    if on_interrupt == OnInterrupt::LeavePending {
+                        // It did not have the whole budget (the first op runs alone): it runs
+                        // in the next flush.
+                        run.truncate(first);
+                        len = first;
+                        run.left_after_interrupt = true;
+                    } else {
+                        // The chunk's ops fail as interrupted, up to the first op between them
+                        // (a failed one, whose outcome is stale now); from there on, again.
+                        let gap = chunk
+                            .positions
+                            .iter()
+                            .enumerate()
+                            .find(|&(k, &i)| i != first + k)
+                            .map_or(first + chunk.positions.len(), |(k, _)| first + k);
+                        run.truncate(gap);
+                        for i in first..gap {
+                            run.interrupted += 1;
+                            run.outcomes[i] = interrupted(interrupt_error(budget, i, on_interrupt));
+                        }
                     }
                 } else {
                     // These ops committed before in the same sequence of states: anything but
-                    // the same result is unexpected, so the batch goes on op by op.
+                    // the same result is unexpected, so the batch goes on op by op from the
+                    // chunk.
                     coalescer.disable();
+                    run.truncate(first);
                 }
                 continue 'attempt;
             }
@@ -458,6 +504,18 @@ pub(crate) fn run_batch<'a, M: InstructionMeter>(
             }
             let op_run = execute_op(&mut statements, op_at(i), Mode::Batch, guard.as_ref());
             coalescer.ran_other(Some(op_at(i)), op_run.outcome.is_committed());
+            if op_run.interrupted && on_interrupt == OnInterrupt::LeavePending && i > 0 {
+                // It did not have the whole budget: it runs first in the next flush.
+                end_transaction(conn);
+                run.truncate(i);
+                len = i;
+                run.left_after_interrupt = true;
+                continue 'attempt;
+            }
+            let diverged = !op_run.outcome.is_committed();
+            if diverged {
+                run.truncate(i + 1);
+            }
             run.outcomes[i] = op_run.outcome;
             if op_run.interrupted {
                 run.interrupted += 1;
@@ -466,6 +524,10 @@ pub(crate) fn run_batch<'a, M: InstructionMeter>(
             if op_run.transaction_lost {
                 end_transaction(conn);
                 continue 'attempt;
+            }
+            if diverged {
+                // The rest of `committed` lies past the truncation: admitted again below.
+                break;
             }
         }
         // Admit and run new ops.

@@ -678,6 +678,105 @@ proptest! {
     }
 }
 
+/// Runs `ops` coalesced as a client batch (`OnInterrupt::Fail`) or a flush of the queue
+/// (`LeavePending`) under an instruction guard that trips after about `budget`
+/// virtual-machine operations, and checks it against op by op without the interrupted ops:
+/// each interrupted op changed nothing, every other op that ran has the outcome it has op by
+/// op in that sequence (ops left for the next flush or not reached have none), and the rows
+/// (and `sqlite_sequence`) are the same. Wherever the guard trips (inside a chunk, at the
+/// bookkeeping after one, at the store of an `AUTOINCREMENT` counter a stopped chunk left,
+/// while ops are re-applied after a lost transaction), nothing may be lost, doubled, counted
+/// wrong or reported from a state that no longer exists.
+fn interrupted_batch_against_alone(
+    ops: &[WriteOp],
+    coalesce_rows: usize,
+    budget: u64,
+    on_interrupt: OnInterrupt,
+) {
+    let (run, batched) = with_guard(|| {
+        let conn = Connection::open_in_memory().unwrap();
+        conn.execute_batch(COALESCIBLE).unwrap();
+        let meter = CountingMeter::with_statement_step(0, 1);
+        let budget = Budget::new(meter, budget);
+        let run = run_batch(
+            &conn,
+            ops.len(),
+            |i| &ops[i],
+            Some((&budget, 0)),
+            on_interrupt,
+            coalesce_rows,
+            &mut CoalesceCache::default(),
+        )
+        .unwrap();
+        (run, dump(&conn))
+    });
+    let reference = Connection::open_in_memory().unwrap();
+    reference.execute_batch(COALESCIBLE).unwrap();
+    for (i, (op, outcome)) in ops.iter().zip(&run.outcomes).enumerate() {
+        if outcome.code() != Some(INTERRUPT) {
+            assert_eq!(
+                &execute_autocommit(&reference, op),
+                outcome,
+                "op {i}: {:?}",
+                run.outcomes
+            );
+        }
+    }
+    let interrupted = run
+        .outcomes
+        .iter()
+        .filter(|o| o.code() == Some(INTERRUPT))
+        .count();
+    assert_eq!(run.interrupted, interrupted);
+    if on_interrupt == OnInterrupt::LeavePending {
+        // Only the first op, which had the whole budget, may fail as interrupted.
+        assert!(
+            run.outcomes
+                .iter()
+                .skip(1)
+                .all(|o| o.code() != Some(INTERRUPT))
+        );
+        // Left after an interrupt: some op has no outcome (also when the budget ran out).
+        assert!(!run.left_after_interrupt || run.outcomes.len() < ops.len());
+    }
+    assert_eq!(batched, dump(&reference));
+}
+
+#[test]
+fn interrupts_while_ops_are_reapplied() {
+    let users = |emails: &[u32]| -> Vec<WriteOp> {
+        emails
+            .iter()
+            .map(|e| user("name0", &format!("u{e}@x")))
+            .collect()
+    };
+    // The second op fails (the same email), the guard then trips at the bookkeeping after the
+    // chunk and interrupts the ROLLBACK too: the next attempt must not find the transaction
+    // still open.
+    interrupted_batch_against_alone(&users(&[0, 0]), 2, 29, OnInterrupt::Fail);
+    // Ops re-applied after a lost transaction, one of them interrupted this time: the failure
+    // of a later op (the email it repeats is no longer there) must not be kept from the
+    // earlier attempt.
+    let ops = users(&[0, 3, 4, 5, 7, 1, 8, 6, 9, 36, 10, 36, 0, 0, 0, 0]);
+    interrupted_batch_against_alone(&ops, 128, 177, OnInterrupt::Fail);
+    interrupted_batch_against_alone(&ops, 128, 177, OnInterrupt::LeavePending);
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(3_000))]
+
+    /// The same random batches with the instruction guard tripping anywhere.
+    #[test]
+    fn interrupted_coalesced_batches_lose_and_double_nothing(
+        ops in batch(),
+        coalesce_rows in prop_oneof![Just(2usize), Just(4), Just(8), Just(128)],
+        budget in prop_oneof![1u64..200, 200u64..2_000, 2_000u64..20_000],
+        on_interrupt in prop_oneof![Just(OnInterrupt::Fail), Just(OnInterrupt::LeavePending)],
+    ) {
+        interrupted_batch_against_alone(&ops, coalesce_rows, budget, on_interrupt);
+    }
+}
+
 #[test]
 fn same_text_finds_a_difference_at_every_position() {
     let text = "INSERT INTO orders (user_id, amount) VALUES (?1, ?2)";
