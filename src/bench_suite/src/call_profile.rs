@@ -2,6 +2,8 @@
 //! profiler, `src/offline_engine/PROFILING.md`), each function's self instructions put in one
 //! part of the call. The parts of a call add up to its performance counter exactly.
 
+use std::collections::BTreeMap;
+
 use serde::{Deserialize, Serialize};
 
 /// The parts of a call, in report order.
@@ -30,6 +32,10 @@ pub struct CallProfile {
     pub instructions: u64,
     /// Instructions of each of [`PARTS`], in that order; they add up to `instructions`.
     pub parts: Vec<u64>,
+    /// Self instructions by function (for the report's comparison of two fixtures; not kept in
+    /// `results.json`).
+    #[serde(skip)]
+    pub self_by_function: BTreeMap<String, u64>,
 }
 
 /// The part of a stack: the innermost frame that names one, from the leaf up; the canister's
@@ -92,9 +98,69 @@ pub fn parts_of_folded(folded: &str) -> Vec<u64> {
     parts
 }
 
+/// Self instructions by function (the leaf frame of each folded stack).
+pub fn self_by_function(folded: &str) -> BTreeMap<String, u64> {
+    let mut out = BTreeMap::new();
+    for line in folded.lines() {
+        let Some((stack, count)) = line.rsplit_once(' ') else {
+            continue;
+        };
+        let Ok(count) = count.parse::<u64>() else {
+            continue;
+        };
+        let leaf = stack.rsplit(';').next().unwrap_or(stack);
+        *out.entry(leaf.to_string()).or_insert(0) += count;
+    }
+    out
+}
+
+/// The functions whose self instructions per op grew most from `small` to `large` (the same
+/// call on two fixtures): (function, per op on `small`, per op on `large`), at most `n`.
+pub fn growth(small: &CallProfile, large: &CallProfile, n: usize) -> Vec<(String, f64, f64)> {
+    let per_op = |p: &CallProfile, f: &str| {
+        p.self_by_function.get(f).copied().unwrap_or(0) as f64 / p.ops.max(1) as f64
+    };
+    let mut rows: Vec<(String, f64, f64)> = small
+        .self_by_function
+        .keys()
+        .chain(large.self_by_function.keys())
+        .collect::<std::collections::BTreeSet<_>>()
+        .into_iter()
+        .map(|f| (f.clone(), per_op(small, f), per_op(large, f)))
+        .collect();
+    rows.sort_by(|a, b| (b.2 - b.1).total_cmp(&(a.2 - a.1)).then(a.0.cmp(&b.0)));
+    rows.truncate(n);
+    rows
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn growth_ranks_functions_by_their_increase_per_op() {
+        let profile = |ops: u64, folded: &str| CallProfile {
+            method: "m".into(),
+            full_scale: false,
+            ops,
+            instructions: 0,
+            parts: vec![],
+            self_by_function: self_by_function(folded),
+        };
+        let small = profile(10, "m;a 100\nm;b 50\nm;a;c 10\nbad\n");
+        let large = profile(20, "m;a 200\nm;b 400\nm;d 60\n");
+        assert_eq!(small.self_by_function["a"], 100);
+        assert_eq!(small.self_by_function["c"], 10);
+        // b: 5 -> 20 per op; d: 0 -> 3; a: 10 -> 10; c: 1 -> 0.
+        assert_eq!(
+            growth(&small, &large, 3),
+            [
+                ("b".to_string(), 5.0, 20.0),
+                ("d".to_string(), 0.0, 3.0),
+                ("a".to_string(), 10.0, 10.0)
+            ]
+        );
+    }
 
     #[test]
     fn the_innermost_named_frame_decides() {

@@ -310,6 +310,7 @@ pub fn profile_calls(
         out.push(crate::call_profile::CallProfile {
             method: method.to_string(),
             full_scale: fixture == Fixture::FullScale,
+            self_by_function: crate::call_profile::self_by_function(&folded),
             ops,
             instructions: exec.instructions,
             parts,

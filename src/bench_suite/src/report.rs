@@ -373,6 +373,41 @@ pub fn render(r: &SuiteResults, charts: &[ChartLink]) -> String {
                 fmt_u(c.instructions / c.ops.max(1))
             );
         }
+        for method in ["execute_batch_packed"] {
+            let find = |full: bool| {
+                r.call_profiles
+                    .iter()
+                    .find(|c| c.method == method && c.full_scale == full)
+                    .filter(|c| !c.self_by_function.is_empty())
+            };
+            let (Some(small), Some(full)) = (find(false), find(true)) else {
+                continue;
+            };
+            let per_op = |c: &crate::call_profile::CallProfile| c.instructions / c.ops.max(1);
+            let _ = writeln!(
+                o,
+                "\nWhat grows at full scale: the functions of `{method}` ({} orders) whose self instructions per op grew most \
+                 from the 10,000-user fixture ({} per op) to the full-scale one ({} per op). Deeper B-trees make every \
+                 search and page split dearer; `pcache1TruncateUnsafe` is SQLite scanning its whole page cache at `COMMIT` \
+                 (see \"SQLite's page cache at COMMIT\" in the README).\n\n{l}\n",
+                fmt_u(small.ops),
+                fmt_u(per_op(small)),
+                fmt_u(per_op(full))
+            );
+            let _ = writeln!(
+                o,
+                "| function | per op (10k users) | per op (full scale) | growth per op |\n|---|---:|---:|---:|"
+            );
+            for (function, a, b) in crate::call_profile::growth(small, full, 10) {
+                let _ = writeln!(
+                    o,
+                    "| `{function}` | {} | {} | {:+} |",
+                    fmt_f(a),
+                    fmt_f(b),
+                    (b - a).round() as i64
+                );
+            }
+        }
     }
 
     let codecs = crate::analysis::codec_rows(&r.canbench.benches);

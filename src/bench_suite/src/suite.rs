@@ -693,6 +693,7 @@ pub(crate) mod tests {
         r.call_profiles = vec![crate::call_profile::CallProfile {
             method: "create_order".into(),
             full_scale: false,
+            self_by_function: Default::default(),
             ops: 1,
             instructions: 1_000,
             parts: vec![500, 100, 50, 200, 50, 50, 50],
