@@ -36,10 +36,10 @@
 //!   have. It stores it late, which costs nothing when it need not store it at all: before any
 //!   op that is not a chunk runs (any statement may read or change `sqlite_sequence`), before a
 //!   chunk into another table (so that `sqlite_sequence` rows are created in the same order), and
-//!   before `COMMIT`; a later chunk into the same table
-//!   that completes makes the store moot, because SQLite then stores the counter of its own last
-//!   row, which is larger. Between the stop and the store only chunks into that table run,
-//!   inserting rows above the kept ones, so the next rowid is the same either way.
+//!   before `COMMIT`; a later chunk into the same table that completes makes the store moot,
+//!   because SQLite then stores the counter of its own last row, which is larger. Between the
+//!   stop and the store only chunks into that table run, inserting rows above the kept ones, so
+//!   the next rowid is the same either way.
 //! - **The clock.** SQLite reads the time once per statement, so the rows of a chunk share one
 //!   `CURRENT_TIMESTAMP`. In a canister the time does not change during a message anyway.
 //!
