@@ -236,9 +236,11 @@ pub fn decode_outcomes(bytes: &[u8], max_outcomes: usize) -> Result<Vec<Outcome>
                         what: "a run's last rowid is out of the 64-bit range".into(),
                     });
                 }
-                outcomes.extend((0..count as i64).map(|k| Outcome::Committed {
+                // first + k · step lies between first and the last rowid, so the wrapping
+                // arithmetic gives it exactly (k · step alone may pass the 64-bit range).
+                outcomes.extend((0..count).map(|k| Outcome::Committed {
                     rows_changed,
-                    last_insert_rowid: first + k * step,
+                    last_insert_rowid: first.wrapping_add((k as i64).wrapping_mul(step)),
                 }));
                 continue;
             }

@@ -249,6 +249,20 @@ fn a_reply_of_committed_inserts_is_one_run() {
 }
 
 #[test]
+fn a_run_may_span_the_whole_rowid_range() {
+    // Steps of i64::MAX from i64::MIN: the rowids are in range although 2 · step is not.
+    let outcomes: Vec<Outcome> = [i64::MIN, -1, i64::MAX - 1]
+        .map(|last_insert_rowid| Outcome::Committed {
+            rows_changed: 0,
+            last_insert_rowid,
+        })
+        .to_vec();
+    let packed = encode_outcomes(&outcomes);
+    assert_eq!(packed[1], 2, "one run");
+    assert_eq!(decode_outcomes(&packed, 3).unwrap(), outcomes);
+}
+
+#[test]
 fn a_hostile_run_is_refused_before_it_is_expanded() {
     let error = |bytes: &[u8], max: usize| decode_outcomes(bytes, max).unwrap_err().to_string();
     // A count of 2^63 against 10 expected outcomes: refused, nothing allocated for it.
