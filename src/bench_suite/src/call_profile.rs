@@ -85,29 +85,26 @@ pub fn part_of(stack: &[&str]) -> usize {
 /// The parts of a profile given as folded stacks (`outer;inner;leaf <self instructions>`).
 pub fn parts_of_folded(folded: &str) -> Vec<u64> {
     let mut parts = vec![0u64; PARTS.len()];
-    for line in folded.lines() {
-        let Some((stack, count)) = line.rsplit_once(' ') else {
-            continue;
-        };
-        let Ok(count) = count.parse::<u64>() else {
-            continue;
-        };
+    for (stack, count) in folded_stacks(folded) {
         let frames: Vec<&str> = stack.split(';').collect();
         parts[part_of(&frames)] += count;
     }
     parts
 }
 
+/// The stacks of folded output (`outer;inner;leaf <self instructions>`) with their counts;
+/// lines of another form are skipped.
+fn folded_stacks(folded: &str) -> impl Iterator<Item = (&str, u64)> {
+    folded.lines().filter_map(|line| {
+        let (stack, count) = line.rsplit_once(' ')?;
+        Some((stack, count.parse().ok()?))
+    })
+}
+
 /// Self instructions by function (the leaf frame of each folded stack).
 pub fn self_by_function(folded: &str) -> BTreeMap<String, u64> {
     let mut out = BTreeMap::new();
-    for line in folded.lines() {
-        let Some((stack, count)) = line.rsplit_once(' ') else {
-            continue;
-        };
-        let Ok(count) = count.parse::<u64>() else {
-            continue;
-        };
+    for (stack, count) in folded_stacks(folded) {
         let leaf = stack.rsplit(';').next().unwrap_or(stack);
         *out.entry(leaf.to_string()).or_insert(0) += count;
     }
