@@ -497,9 +497,7 @@ pub(crate) fn run_batch<'a, M: InstructionMeter>(
             }
             let i = committed[next];
             next += 1;
-            if coalescer.settle().is_err() {
-                end_transaction(conn);
-                coalescer.disable();
+            if !coalescer.settle_or_roll_back() {
                 continue 'attempt;
             }
             let op_run = execute_op(&mut statements, op_at(i), Mode::Batch, guard.as_ref());
@@ -586,9 +584,7 @@ pub(crate) fn run_batch<'a, M: InstructionMeter>(
                 }
                 continue;
             }
-            if coalescer.settle().is_err() {
-                end_transaction(conn);
-                coalescer.disable();
+            if !coalescer.settle_or_roll_back() {
                 continue 'attempt;
             }
             let op_run = execute_op(&mut statements, op_at(i), Mode::Batch, guard.as_ref());
@@ -621,9 +617,7 @@ pub(crate) fn run_batch<'a, M: InstructionMeter>(
             }
         }
         // A counter a stopped chunk left unstored is stored before COMMIT.
-        if coalescer.settle().is_err() {
-            end_transaction(conn);
-            coalescer.disable();
+        if !coalescer.settle_or_roll_back() {
             continue 'attempt;
         }
         break;

@@ -364,10 +364,21 @@ impl<'c, 'k> Coalescer<'c, 'k> {
         }
     }
 
-    /// Stores the `AUTOINCREMENT` counter a stopped chunk left unstored, if any: the caller
-    /// calls it before running anything other than a chunk, and before `COMMIT`. On an error the
-    /// transaction holds rows whose counter is not stored: the caller must roll it back.
-    pub(crate) fn settle(&mut self) -> rusqlite::Result<()> {
+    /// [`Coalescer::settle`], called before running anything other than a chunk and before
+    /// `COMMIT`. If the store fails, the transaction holds rows whose counter is not stored: it
+    /// is rolled back and coalescing turned off (as [`Coalescer::failed_after_rows`] does), and
+    /// the result is false: the caller starts the batch's next attempt.
+    pub(crate) fn settle_or_roll_back(&mut self) -> bool {
+        if self.settle().is_err() {
+            self.failed_after_rows();
+            return false;
+        }
+        true
+    }
+
+    /// Stores the `AUTOINCREMENT` counter a stopped chunk left unstored, if any. On an error
+    /// the transaction holds rows whose counter is not stored: the caller must roll it back.
+    fn settle(&mut self) -> rusqlite::Result<()> {
         match self.unstored_sequence.take() {
             Some((table, last)) => store_sequence(self.conn, &table, last),
             None => Ok(()),
