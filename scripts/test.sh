@@ -15,3 +15,9 @@ cargo clippy --release --all-targets -- -D warnings
 cargo clippy --release --target wasm32-wasip1 -p bench_canister --features canbench-rs -- -D warnings
 RUSTDOCFLAGS="-D warnings" cargo doc --no-deps --workspace
 RUSTDOCFLAGS="-D warnings" cargo doc --no-deps --target wasm32-wasip1 -p bench_canister --document-private-items
+# The batch client: its feature-gated transports (ic-agent, PocketIC) off-chain, its ic-cdk
+# transport and timer driver built and linted for wasm32; the TypeScript client from its
+# lockfile (type check, then node's test runner: shared packed vectors, simulated faults).
+cargo clippy --release -p ic-batch-client --features ic-agent,pocket-ic --all-targets -- -D warnings
+cargo clippy --release -p ic-batch-client --no-default-features --features ic-cdk --target wasm32-wasip1 -- -D warnings
+(cd src/batch_client_ts && npm ci --no-audit --no-fund && npx tsc --noEmit && npm test)

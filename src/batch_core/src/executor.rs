@@ -72,7 +72,17 @@ pub enum FlushError {
     /// connection. Nothing was executed.
     #[error("installing the instruction guard failed: {0}")]
     Guard(#[source] rusqlite::Error),
+    /// The statements run inside the transaction just before `COMMIT` (a keyed batch's record,
+    /// see [`Deduplicator`](crate::Deduplicator)) failed. The transaction was rolled back.
+    #[error("recording the batch before COMMIT failed: {0}")]
+    BeforeCommit(#[source] rusqlite::Error),
 }
+
+/// Statements a caller runs inside a batch's transaction after its ops (and after any
+/// re-application), just before `COMMIT`, given the outcomes of the ops executed so far. An
+/// error rolls the whole transaction back ([`FlushError::BeforeCommit`]).
+pub(crate) type BeforeCommit<'h> =
+    &'h mut dyn FnMut(&Connection, &[OpOutcome]) -> rusqlite::Result<()>;
 
 /// Executes `ops` in ONE transaction (`BEGIN IMMEDIATE` ... `COMMIT`), with the same executor as
 /// [`BatchQueue::flush`](crate::BatchQueue::flush) but without an instruction budget, and
@@ -137,11 +147,23 @@ pub fn execute_batch_within<M: InstructionMeter>(
     ops: &[WriteOp],
     budget: &Budget<M>,
 ) -> Result<Vec<OpOutcome>, FlushError> {
+    execute_batch_within_then(conn, ops, budget, None)
+}
+
+/// [`execute_batch_within`], running `before_commit` inside the transaction just before
+/// `COMMIT` with the outcomes of the executed ops (the ops the budget did not reach come after
+/// them, each [`not_executed`]). An empty `ops` runs nothing, `before_commit` included.
+pub(crate) fn execute_batch_within_then<M: InstructionMeter>(
+    conn: &Connection,
+    ops: &[WriteOp],
+    budget: &Budget<M>,
+    before_commit: Option<BeforeCommit<'_>>,
+) -> Result<Vec<OpOutcome>, FlushError> {
     if ops.is_empty() {
         return Ok(Vec::new());
     }
     let start = budget.meter.instructions();
-    let run = run_batch(
+    let run = run_batch_then(
         conn,
         ops.len(),
         |i| &ops[i],
@@ -149,17 +171,22 @@ pub fn execute_batch_within<M: InstructionMeter>(
         OnInterrupt::Fail,
         DEFAULT_COALESCE_ROWS,
         &mut CoalesceCache::default(),
+        before_commit,
     )?;
     let mut outcomes = run.outcomes;
-    let not_run = OpOutcome::Failed {
+    outcomes.resize(ops.len(), not_executed(budget));
+    Ok(outcomes)
+}
+
+/// The outcome of an op of [`execute_batch_within`] that its budget did not reach.
+pub(crate) fn not_executed<M>(budget: &Budget<M>) -> OpOutcome {
+    OpOutcome::Failed {
         code: ffi::SQLITE_INTERRUPT,
         error: format!(
             "not executed: the batch's instruction budget ({} instructions) was used up before this op started",
             budget.instructions
         ),
-    };
-    outcomes.resize(ops.len(), not_run);
-    Ok(outcomes)
+    }
 }
 
 /// Executes one op alone, in autocommit mode: the unbatched path, and the reference that batched
@@ -391,6 +418,31 @@ pub(crate) fn run_batch<'a, M: InstructionMeter>(
     on_interrupt: OnInterrupt,
     coalesce_rows: usize,
     cache: &mut CoalesceCache,
+) -> Result<BatchRun, FlushError> {
+    run_batch_then(
+        conn,
+        len,
+        op_at,
+        metered,
+        on_interrupt,
+        coalesce_rows,
+        cache,
+        None,
+    )
+}
+
+/// [`run_batch`], running `before_commit` (if any) just before `COMMIT`, with the guard
+/// disarmed, on the outcomes of the executed prefix.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn run_batch_then<'a, M: InstructionMeter>(
+    conn: &Connection,
+    len: usize,
+    op_at: impl Fn(usize) -> &'a WriteOp,
+    metered: Option<(&Budget<M>, u64)>,
+    on_interrupt: OnInterrupt,
+    coalesce_rows: usize,
+    cache: &mut CoalesceCache,
+    before_commit: Option<BeforeCommit<'_>>,
 ) -> Result<BatchRun, FlushError> {
     let (budget, start) = match metered {
         Some((budget, start)) => (Some(budget), Some(start)),
@@ -624,6 +676,13 @@ pub(crate) fn run_batch<'a, M: InstructionMeter>(
     }
     if let Some(guard) = &guard {
         guard.disarm();
+    }
+    if let Some(before_commit) = before_commit
+        && let Err(error) = before_commit(conn, &run.outcomes)
+    {
+        end_transaction(conn);
+        coalescer.rolled_back();
+        return Err(FlushError::BeforeCommit(error));
     }
     if let Err(error) = control(conn, COMMIT) {
         end_transaction(conn);

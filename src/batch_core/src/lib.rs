@@ -6,6 +6,7 @@ pub use rusqlite;
 
 mod clock;
 mod config;
+mod dedup;
 mod executor;
 mod meter;
 mod op;
@@ -17,6 +18,12 @@ mod testing;
 
 pub use clock::{Clock, ManualClock};
 pub use config::{Config, ConfigError, DEFAULT_COALESCE_ROWS};
+pub use dedup::{
+    Admitted, BatchDigest, BatchKey, DEFAULT_MAX_BYTES, DEFAULT_MAX_KEYS,
+    DEFAULT_PERMITTED_DRIFT_NS, DEFAULT_WINDOW_NS, DedupConfig, DedupConfigError, DedupCounters,
+    DedupError, DedupStats, Deduplicator, KEY_OVERHEAD_BYTES, KEYS_TABLE, KeyedBatch, Lookup,
+    MAX_CALLER_BYTES, META_TABLE, PruneReport,
+};
 pub use executor::{
     FlushError, PROGRESS_PERIOD_OPS, execute_autocommit, execute_autocommit_within, execute_batch,
     execute_batch_within,

@@ -39,9 +39,21 @@
 //! more such outcomes in a row; [`decode_outcomes`] expands it, up to the number of outcomes
 //! its caller expects.
 //!
+//! # Keyed batches (request version 2, reply version 3)
+//!
+//! A batch the client may retry carries a key (see `batch_core`'s `Deduplicator`): the
+//! request is the byte `2`, the key's `created_at_time` (nanoseconds since the Unix epoch) as 8
+//! bytes little-endian, the key's 16 id bytes, then the ops exactly as in version 1 (without
+//! its version byte). The canister digests the ops bytes (everything after the 25-byte
+//! header, [`keyed_ops_body`]) to tell a retry from another batch under the same key.
+//!
+//! The reply is the byte `3`, a flags byte (bit 0: the batch is a duplicate, answered with the
+//! outcomes recorded when it first ran; other bits must be 0), then the outcomes exactly as in
+//! reply version 2 (without its version byte). Unkeyed requests and replies are unchanged.
+//!
 //! Anything else (another version, an unknown tag, a truncated field, text that is not UTF-8,
-//! bytes after the last op, a rowid out of the 64-bit range, more outcomes than expected) is
-//! refused whole; a request is refused before any op runs.
+//! bytes after the last op, a rowid out of the 64-bit range, more outcomes than expected, an
+//! unknown flag) is refused whole; a request is refused before any op runs.
 
 use crate::{OpError, Outcome, UserOrderOp};
 
@@ -49,6 +61,14 @@ use crate::{OpError, Outcome, UserOrderOp};
 pub const VERSION: u8 = 1;
 /// The format version of replies (version 1 had no runs).
 pub const REPLY_VERSION: u8 = 2;
+/// The format version of keyed requests: [`VERSION`]'s ops after a [`BatchKey`].
+pub const KEYED_VERSION: u8 = 2;
+/// The format version of keyed replies: a flags byte, then [`REPLY_VERSION`]'s outcomes.
+pub const KEYED_REPLY_VERSION: u8 = 3;
+/// Bit 0 of a keyed reply's flags: the batch was a duplicate of a recorded one.
+pub const FLAG_DUPLICATE: u8 = 1;
+/// Bytes before the ops of a keyed request: the version, `created_at_time`, the id.
+pub const KEYED_HEADER_BYTES: usize = 1 + 8 + 16;
 
 const CREATE_ORDER: u8 = 1;
 const UPDATE_ORDER_AMOUNT: u8 = 2;
@@ -77,39 +97,121 @@ impl std::fmt::Display for PackedError {
 
 impl std::error::Error for PackedError {}
 
+/// The key of a keyed batch, as the packed request carries it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct BatchKey {
+    /// Nanoseconds since the Unix epoch when the client created the batch.
+    pub created_at_time_ns: u64,
+    /// Chosen by the client so that its keys differ.
+    pub id: [u8; 16],
+}
+
+/// A decoded keyed reply.
+#[derive(Debug, Clone, PartialEq)]
+pub struct KeyedReply {
+    /// The batch was a duplicate: nothing ran, the outcomes are the recorded ones.
+    pub duplicate: bool,
+    /// One outcome per op, in order.
+    pub outcomes: Vec<Outcome>,
+}
+
 /// Packs `ops` (the request of `execute_batch_packed`).
 pub fn encode_ops(ops: &[UserOrderOp]) -> Vec<u8> {
     let mut out = Vec::with_capacity(1 + ops.len() * 10);
     out.push(VERSION);
+    put_ops(&mut out, ops);
+    out
+}
+
+/// Packs a keyed request: [`KEYED_VERSION`], the key, then the ops as [`encode_ops`] does.
+/// Cost: [`encode_ops`] plus 24 bytes.
+pub fn encode_keyed_ops(key: &BatchKey, ops: &[UserOrderOp]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(KEYED_HEADER_BYTES + ops.len() * 10);
+    out.push(KEYED_VERSION);
+    out.extend_from_slice(&key.created_at_time_ns.to_le_bytes());
+    out.extend_from_slice(&key.id);
+    put_ops(&mut out, ops);
+    out
+}
+
+/// The bytes one op takes in a request (its tag and fields), without encoding it.
+pub fn op_len(op: &UserOrderOp) -> usize {
+    let sint_len = |n: i64| uint_len(((n << 1) ^ (n >> 63)) as u64);
+    let text_len = |t: &str| uint_len(t.len() as u64) + t.len();
+    1 + match op {
+        UserOrderOp::CreateOrder { user_id: id, .. }
+        | UserOrderOp::UpdateOrderAmount { order_id: id, .. } => sint_len(*id) + 8,
+        UserOrderOp::DeleteUserOrders { user_id } => sint_len(*user_id),
+        UserOrderOp::CreateUser { username, email } => text_len(username) + text_len(email),
+    }
+}
+
+fn uint_len(n: u64) -> usize {
+    (64 - (n | 1).leading_zeros() as usize).div_ceil(7)
+}
+
+/// The key of a keyed request and its ops bytes (what the canister digests), without decoding
+/// the ops.
+pub fn keyed_ops_body(bytes: &[u8]) -> Result<(BatchKey, &[u8]), PackedError> {
+    let mut r = Reader::with_version(bytes, KEYED_VERSION)?;
+    let created_at_time_ns = u64::from_le_bytes(r.array::<8>("created_at_time")?);
+    let id = r.array::<16>("the key's id")?;
+    Ok((
+        BatchKey {
+            created_at_time_ns,
+            id,
+        },
+        &bytes[KEYED_HEADER_BYTES..],
+    ))
+}
+
+/// Unpacks a keyed request: its key and at most `max_ops` ops.
+pub fn decode_keyed_ops(
+    bytes: &[u8],
+    max_ops: usize,
+) -> Result<(BatchKey, Vec<UserOrderOp>), PackedError> {
+    let (key, _) = keyed_ops_body(bytes)?;
+    let mut r = Reader {
+        bytes,
+        offset: KEYED_HEADER_BYTES,
+    };
+    Ok((key, read_ops(&mut r, max_ops)?))
+}
+
+fn put_ops(out: &mut Vec<u8>, ops: &[UserOrderOp]) {
     for op in ops {
         match op {
             UserOrderOp::CreateOrder { user_id, amount } => {
                 out.push(CREATE_ORDER);
-                put_sint(&mut out, *user_id);
+                put_sint(out, *user_id);
                 out.extend_from_slice(&amount.to_le_bytes());
             }
             UserOrderOp::UpdateOrderAmount { order_id, amount } => {
                 out.push(UPDATE_ORDER_AMOUNT);
-                put_sint(&mut out, *order_id);
+                put_sint(out, *order_id);
                 out.extend_from_slice(&amount.to_le_bytes());
             }
             UserOrderOp::DeleteUserOrders { user_id } => {
                 out.push(DELETE_USER_ORDERS);
-                put_sint(&mut out, *user_id);
+                put_sint(out, *user_id);
             }
             UserOrderOp::CreateUser { username, email } => {
                 out.push(CREATE_USER);
-                put_text(&mut out, username);
-                put_text(&mut out, email);
+                put_text(out, username);
+                put_text(out, email);
             }
         }
     }
-    out
 }
 
 /// Unpacks a request; at most `max_ops` ops (more is refused as soon as the count is passed).
 pub fn decode_ops(bytes: &[u8], max_ops: usize) -> Result<Vec<UserOrderOp>, PackedError> {
     let mut r = Reader::new(bytes)?;
+    read_ops(&mut r, max_ops)
+}
+
+/// Reads ops up to the end of the input.
+fn read_ops(r: &mut Reader<'_>, max_ops: usize) -> Result<Vec<UserOrderOp>, PackedError> {
     let mut ops = Vec::new();
     while !r.done() {
         if ops.len() == max_ops {
@@ -145,15 +247,44 @@ pub fn decode_ops(bytes: &[u8], max_ops: usize) -> Result<Vec<UserOrderOp>, Pack
 pub fn encode_outcomes(outcomes: &[Outcome]) -> Vec<u8> {
     let mut out = Vec::with_capacity(16);
     out.push(REPLY_VERSION);
+    put_outcomes(&mut out, outcomes);
+    out
+}
+
+/// Packs the reply of a keyed batch: [`KEYED_REPLY_VERSION`], the flags, then the outcomes as
+/// [`encode_outcomes`] does. Cost: [`encode_outcomes`] plus one byte.
+pub fn encode_keyed_outcomes(duplicate: bool, outcomes: &[Outcome]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(16);
+    out.push(KEYED_REPLY_VERSION);
+    out.push(if duplicate { FLAG_DUPLICATE } else { 0 });
+    put_outcomes(&mut out, outcomes);
+    out
+}
+
+/// Unpacks a keyed reply of at most `max_outcomes` outcomes.
+pub fn decode_keyed_outcomes(bytes: &[u8], max_outcomes: usize) -> Result<KeyedReply, PackedError> {
+    let mut r = Reader::with_version(bytes, KEYED_REPLY_VERSION)?;
+    let flags = r.byte("the flags byte")?;
+    if flags & !FLAG_DUPLICATE != 0 {
+        r.offset -= 1;
+        return Err(r.error(format!("unknown flags {flags:#04x}")));
+    }
+    Ok(KeyedReply {
+        duplicate: flags & FLAG_DUPLICATE != 0,
+        outcomes: read_outcomes(&mut r, max_outcomes)?,
+    })
+}
+
+fn put_outcomes(out: &mut Vec<u8>, outcomes: &[Outcome]) {
     let mut i = 0;
     while i < outcomes.len() {
         let run = committed_run(&outcomes[i..]);
         if let Some((count, rows_changed, first, step)) = run {
             out.push(COMMITTED_RUN);
-            put_uint(&mut out, count as u64);
-            put_uint(&mut out, rows_changed);
-            put_sint(&mut out, first);
-            put_sint(&mut out, step);
+            put_uint(out, count as u64);
+            put_uint(out, rows_changed);
+            put_sint(out, first);
+            put_sint(out, step);
             i += count;
             continue;
         }
@@ -163,18 +294,17 @@ pub fn encode_outcomes(outcomes: &[Outcome]) -> Vec<u8> {
                 last_insert_rowid,
             } => {
                 out.push(COMMITTED);
-                put_uint(&mut out, *rows_changed);
-                put_sint(&mut out, *last_insert_rowid);
+                put_uint(out, *rows_changed);
+                put_sint(out, *last_insert_rowid);
             }
             Outcome::Failed(OpError { code, message }) => {
                 out.push(FAILED);
-                put_sint(&mut out, i64::from(*code));
-                put_text(&mut out, message);
+                put_sint(out, i64::from(*code));
+                put_text(out, message);
             }
         }
         i += 1;
     }
-    out
 }
 
 /// The run of committed outcomes `outcomes` starts with, as (count, rows_changed, first rowid,
@@ -209,6 +339,11 @@ fn committed_run(outcomes: &[Outcome]) -> Option<(usize, u64, i64, i64)> {
 /// holds more is refused, so that a run's count cannot make the caller allocate without bound.
 pub fn decode_outcomes(bytes: &[u8], max_outcomes: usize) -> Result<Vec<Outcome>, PackedError> {
     let mut r = Reader::new_reply(bytes)?;
+    read_outcomes(&mut r, max_outcomes)
+}
+
+/// Reads outcomes up to the end of the input, at most `max_outcomes`.
+fn read_outcomes(r: &mut Reader<'_>, max_outcomes: usize) -> Result<Vec<Outcome>, PackedError> {
     let mut outcomes = Vec::new();
     while !r.done() {
         if outcomes.len() == max_outcomes {
@@ -356,6 +491,16 @@ impl<'b> Reader<'b> {
     fn sint(&mut self, what: &str) -> Result<i64, PackedError> {
         let z = self.uint(what)?;
         Ok((z >> 1) as i64 ^ -((z & 1) as i64))
+    }
+
+    fn array<const N: usize>(&mut self, what: &str) -> Result<[u8; N], PackedError> {
+        let bytes = self
+            .bytes
+            .get(self.offset..self.offset + N)
+            .ok_or_else(|| self.error(format!("{what}: {N} bytes expected, the input ended")))?;
+        let array = bytes.try_into().expect("N bytes");
+        self.offset += N;
+        Ok(array)
     }
 
     fn f64(&mut self, what: &str) -> Result<f64, PackedError> {

@@ -300,3 +300,122 @@ fn a_hostile_run_is_refused_before_it_is_expanded() {
         "packed batch, byte 0: version 1; version 2 expected"
     );
 }
+
+fn key() -> impl Strategy<Value = BatchKey> {
+    (any::<u64>(), any::<[u8; 16]>()).prop_map(|(created_at_time_ns, id)| BatchKey {
+        created_at_time_ns,
+        id,
+    })
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(1_000))]
+
+    #[test]
+    fn keyed_requests_are_the_key_then_the_unkeyed_ops(
+        key in key(),
+        ops in proptest::collection::vec(op(), 0..20),
+    ) {
+        let keyed = encode_keyed_ops(&key, &ops);
+        let plain = encode_ops(&ops);
+        prop_assert_eq!(keyed[0], KEYED_VERSION);
+        prop_assert_eq!(&keyed[1..9], &key.created_at_time_ns.to_le_bytes());
+        prop_assert_eq!(&keyed[9..25], &key.id);
+        prop_assert_eq!(&keyed[KEYED_HEADER_BYTES..], &plain[1..]);
+        prop_assert_eq!(
+            ops.iter().map(op_len).sum::<usize>(),
+            plain.len() - 1
+        );
+        let (read_key, body) = keyed_ops_body(&keyed).unwrap();
+        prop_assert_eq!(read_key, key);
+        prop_assert_eq!(body, &plain[1..]);
+        let (decoded_key, decoded) = decode_keyed_ops(&keyed, ops.len()).unwrap();
+        prop_assert_eq!(decoded_key, key);
+        prop_assert!(same_ops(&ops, &decoded));
+        if !ops.is_empty() {
+            prop_assert!(decode_keyed_ops(&keyed, ops.len() - 1).is_err());
+        }
+        // A cut inside the header is refused; an unkeyed decoder refuses a keyed request.
+        for cut in 0..KEYED_HEADER_BYTES {
+            prop_assert!(keyed_ops_body(&keyed[..cut]).is_err());
+        }
+        prop_assert!(decode_ops(&keyed, usize::MAX).is_err());
+    }
+
+    #[test]
+    fn keyed_replies_are_the_flags_then_the_unkeyed_outcomes(
+        duplicate in any::<bool>(),
+        outcomes in outcomes(),
+    ) {
+        let keyed = encode_keyed_outcomes(duplicate, &outcomes);
+        let plain = encode_outcomes(&outcomes);
+        prop_assert_eq!(&keyed[..2], &[KEYED_REPLY_VERSION, u8::from(duplicate)]);
+        prop_assert_eq!(&keyed[2..], &plain[1..]);
+        let reply = decode_keyed_outcomes(&keyed, outcomes.len()).unwrap();
+        prop_assert_eq!(reply.duplicate, duplicate);
+        prop_assert_eq!(&reply.outcomes, &outcomes);
+        prop_assert!(decode_outcomes(&keyed, usize::MAX).is_err());
+        prop_assert!(decode_keyed_outcomes(&plain, usize::MAX).is_err());
+    }
+
+    #[test]
+    fn any_bytes_decode_keyed_or_are_refused_without_panicking(
+        bytes in proptest::collection::vec(any::<u8>(), 0..200)
+    ) {
+        let _ = decode_keyed_ops(&bytes, 1_000);
+        let _ = decode_keyed_outcomes(&bytes, 1_000);
+    }
+}
+
+#[test]
+fn keyed_refusals_say_where_and_why() {
+    let ops_error = |bytes: &[u8]| decode_keyed_ops(bytes, 10).unwrap_err();
+    let reply_error = |bytes: &[u8]| decode_keyed_outcomes(bytes, 10).unwrap_err();
+    assert_eq!(
+        ops_error(&[1]),
+        PackedError {
+            offset: 0,
+            what: "version 1; version 2 expected".into()
+        }
+    );
+    assert_eq!(
+        ops_error(&[2, 0, 0, 0]),
+        PackedError {
+            offset: 1,
+            what: "created_at_time: 8 bytes expected, the input ended".into()
+        }
+    );
+    let mut header = vec![2];
+    header.extend_from_slice(&[0; 8]);
+    header.extend_from_slice(&[0; 15]);
+    assert_eq!(
+        ops_error(&header),
+        PackedError {
+            offset: 9,
+            what: "the key's id: 16 bytes expected, the input ended".into()
+        }
+    );
+    header.push(0);
+    assert_eq!(decode_keyed_ops(&header, 10).unwrap().1, vec![]);
+    header.push(9);
+    assert_eq!(ops_error(&header).offset, KEYED_HEADER_BYTES);
+    assert_eq!(
+        reply_error(&[3]).what,
+        "the flags byte expected, the input ended"
+    );
+    assert_eq!(
+        reply_error(&[3, 2]),
+        PackedError {
+            offset: 1,
+            what: "unknown flags 0x02".into()
+        }
+    );
+    assert_eq!(reply_error(&[3, 0x81]).offset, 1);
+    assert_eq!(
+        decode_keyed_outcomes(&[3, 1], 0).unwrap(),
+        KeyedReply {
+            duplicate: true,
+            outcomes: vec![]
+        }
+    );
+}

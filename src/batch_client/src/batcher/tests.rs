@@ -1,0 +1,521 @@
+//! The core's state machine, driven by hand: triggers, bounds, keys, and what each kind of
+//! attempt result delivers.
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::task::Poll;
+
+use bench_api::packed::{self, decode_keyed_ops, encode_keyed_outcomes};
+use bench_api::{OpError, Outcome, UserOrderOp, WriteError, wire};
+use futures_util::FutureExt;
+
+use super::*;
+use crate::codec::{PackedRefusal, PackedUserOrders};
+
+const MS: u64 = 1_000_000;
+
+fn order(user_id: i64) -> UserOrderOp {
+    UserOrderOp::CreateOrder {
+        user_id,
+        amount: 1.0,
+    }
+}
+
+fn config() -> BatcherConfig {
+    BatcherConfig {
+        max_batch_ops: 3,
+        max_queued_ops: 5,
+        max_in_flight: 2,
+        key_prefix: *b"prefix!!",
+        ..BatcherConfig::default()
+    }
+}
+
+fn batcher(config: BatcherConfig) -> Batcher<PackedUserOrders> {
+    Batcher::new(PackedUserOrders, config).expect("valid config")
+}
+
+fn committed(rowid: i64) -> Outcome {
+    Outcome::Committed {
+        rows_changed: 1,
+        last_insert_rowid: rowid,
+    }
+}
+
+fn reply(duplicate: bool, outcomes: &[Outcome]) -> Vec<u8> {
+    wire::encode_blob(&encode_keyed_outcomes(duplicate, outcomes))
+}
+
+fn reject(message: &str) -> SendError {
+    SendError::Rejected {
+        code: RejectCode::CanisterReject,
+        message: message.into(),
+    }
+}
+
+/// The ops a request carries.
+fn ops_of(batch: &InFlight<PackedUserOrders>) -> Vec<UserOrderOp> {
+    let blob = wire::decode_blob(batch.request()).expect("blob");
+    decode_keyed_ops(&blob, usize::MAX).expect("keyed").1
+}
+
+fn ready<F: Future + Unpin>(future: &mut F) -> Option<F::Output> {
+    future.now_or_never()
+}
+
+#[test]
+fn a_batch_is_due_at_its_size_or_after_its_delay() {
+    let b = batcher(config());
+    assert_eq!(b.due(0), Due::Idle);
+    let _a = b.try_submit(order(1), 10).unwrap();
+    assert_eq!(b.due(10), Due::At(10 + 50 * MS));
+    assert!(b.take_batch(10 + 50 * MS - 1).is_none());
+    let _b = b.try_submit(order(2), 20).unwrap();
+    let _c = b.try_submit(order(3), 30).unwrap();
+    // Three queued: the size trigger.
+    assert_eq!(b.due(30), Due::Now);
+    let batch = b.take_batch(30).expect("due");
+    assert_eq!(ops_of(&batch), vec![order(1), order(2), order(3)]);
+    assert_eq!(batch.key().created_at_time_ns, 30);
+    assert_eq!(&batch.key().id[..8], b"prefix!!");
+    assert_eq!(b.due(30), Due::Idle);
+    // The delay trigger, from the oldest op.
+    let _d = b.try_submit(order(4), 40).unwrap();
+    assert!(b.take_batch(40 + 50 * MS - 1).is_none());
+    let late = b.take_batch(40 + 50 * MS).expect("delay trigger");
+    assert_eq!(ops_of(&late), vec![order(4)]);
+    assert_ne!(late.key(), batch.key());
+    assert_eq!(late.key().id[8..], 1u64.to_be_bytes());
+}
+
+#[test]
+fn a_request_stays_within_its_byte_bound() {
+    let codec = PackedUserOrders;
+    // Room for exactly two orders of 10 bytes after the header.
+    let b = batcher(BatcherConfig {
+        max_batch_ops: 100,
+        max_queued_ops: 100,
+        max_request_bytes: codec.header_len() + 25,
+        max_queued_bytes: 1 << 20,
+        ..config()
+    });
+    let _futures: Vec<_> = (1..=5)
+        .map(|i| b.try_submit(order(i), 0).unwrap())
+        .collect();
+    // 50 bytes queued, more than a request: due now, two ops per batch.
+    let first = b.take_batch(0).expect("bytes trigger");
+    assert_eq!(first.len(), 2);
+    assert!(first.request().len() <= codec.header_len() + 25);
+    let second = b.take_batch(0).expect("still due");
+    assert_eq!(second.len(), 2);
+    assert!(b.take_batch(0).is_none(), "two in flight");
+    // An op larger than a request's room is refused.
+    let long = UserOrderOp::CreateUser {
+        username: "x".repeat(30),
+        email: String::new(),
+    };
+    assert!(matches!(
+        b.try_submit(long, 0),
+        Err(SubmitError::OpTooLarge {
+            len: 33,
+            max: 25,
+            ..
+        })
+    ));
+}
+
+#[test]
+fn a_full_queue_pushes_back_until_a_batch_leaves() {
+    let b = batcher(config());
+    let _held: Vec<_> = (1..=5)
+        .map(|i| b.try_submit(order(i), 0).unwrap())
+        .collect();
+    assert!(matches!(b.try_submit(order(6), 0), Err(SubmitError::QueueFull(op)) if op == order(6)));
+    let woken = Arc::new(AtomicUsize::new(0));
+    let waker = waker_counting(Arc::clone(&woken));
+    let mut cx = Context::from_waker(&waker);
+    let mut waiting = Box::pin(b.submit(order(6), 0));
+    assert!(waiting.as_mut().poll(&mut cx).is_pending());
+    assert_eq!(woken.load(Ordering::SeqCst), 0);
+    let _batch = b.take_batch(0).expect("due");
+    assert_eq!(woken.load(Ordering::SeqCst), 1);
+    let Poll::Ready(Ok(_)) = waiting.as_mut().poll(&mut cx) else {
+        panic!("room after the batch left");
+    };
+    assert_eq!(b.stats().queued, 3);
+    b.close();
+    assert!(matches!(
+        b.try_submit(order(7), 0),
+        Err(SubmitError::Closed(_))
+    ));
+}
+
+fn waker_counting(count: Arc<AtomicUsize>) -> Waker {
+    struct Count(Arc<AtomicUsize>);
+    impl std::task::Wake for Count {
+        fn wake(self: Arc<Self>) {
+            self.0.fetch_add(1, Ordering::SeqCst);
+        }
+    }
+    Waker::from(Arc::new(Count(count)))
+}
+
+#[test]
+fn each_op_gets_its_own_outcome() {
+    let b = batcher(config());
+    let mut futures: Vec<_> = (1..=3)
+        .map(|i| b.try_submit(order(i), 0).unwrap())
+        .collect();
+    let batch = b.take_batch(0).unwrap();
+    let failure = Outcome::Failed(OpError {
+        code: 787,
+        message: "FOREIGN KEY constraint failed".into(),
+    });
+    let outcomes = vec![committed(7), failure.clone(), committed(8)];
+    assert!(matches!(
+        b.finish(batch, Ok(reply(false, &outcomes)), 1),
+        Next::Done
+    ));
+    for (future, outcome) in futures.iter_mut().zip(&outcomes) {
+        assert_eq!(ready(future), Some(Ok(outcome.clone())));
+    }
+    let stats = b.stats();
+    assert_eq!((stats.outcomes, stats.in_flight, stats.attempts), (3, 0, 1));
+}
+
+#[test]
+fn no_answer_is_retried_with_the_same_request_and_a_duplicate_reply_settles_it() {
+    let b = batcher(config());
+    let mut future = b.try_submit(order(1), 0).unwrap();
+    let batch = b.take_batch(50 * MS).unwrap();
+    let request = batch.request().to_vec();
+    let key = *batch.key();
+    let Next::Retry { batch, delay_ns } =
+        b.finish(batch, Err(SendError::Unknown("timeout".into())), 60 * MS)
+    else {
+        panic!("retry");
+    };
+    assert_eq!(delay_ns, 100 * MS);
+    assert_eq!(batch.request(), &request[..]);
+    assert_eq!(*batch.key(), key);
+    let Next::Retry { batch, delay_ns } = b.finish(
+        batch,
+        Err(SendError::Rejected {
+            code: RejectCode::CanisterError,
+            message: "canister is stopped".into(),
+        }),
+        70 * MS,
+    ) else {
+        panic!("retry");
+    };
+    assert_eq!(delay_ns, 200 * MS);
+    assert!(ready(&mut future).is_none());
+    assert!(matches!(
+        b.finish(batch, Ok(reply(true, &[committed(1)])), 80 * MS),
+        Next::Done
+    ));
+    assert_eq!(ready(&mut future), Some(Ok(committed(1))));
+    let stats = b.stats();
+    assert_eq!(
+        (stats.attempts, stats.retries, stats.duplicate_replies),
+        (3, 2, 1)
+    );
+}
+
+#[test]
+fn a_refusal_after_an_unanswered_attempt_is_unknown_never_a_false_not_run() {
+    let b = batcher(config());
+    let mut first = b.try_submit(order(1), 0).unwrap();
+    let batch = b.take_batch(50 * MS).unwrap();
+    let Next::Retry { batch, .. } = b.finish(batch, Err(SendError::Unknown("lost".into())), 1)
+    else {
+        panic!("retry");
+    };
+    // The writer was removed between the attempts: the refusal proves nothing about the first.
+    assert!(matches!(
+        b.finish(
+            batch,
+            Err(reject(
+                "NotAuthorized: only controllers and registered writers may call this method"
+            )),
+            2
+        ),
+        Next::Done
+    ));
+    assert!(matches!(
+        ready(&mut first),
+        Some(Err(BatchError::Unknown { attempts: 2, .. }))
+    ));
+    // Without an unanswered attempt the same refusal is certain.
+    let mut second = b.try_submit(order(2), 0).unwrap();
+    b.flush();
+    let batch = b.take_batch(3).unwrap();
+    assert!(matches!(
+        b.finish(
+            batch,
+            Err(reject(
+                "NotAuthorized: only controllers and registered writers may call this method"
+            )),
+            4
+        ),
+        Next::Done
+    ));
+    assert_eq!(
+        ready(&mut second),
+        Some(Err(BatchError::Refused(PackedRefusal::Write(
+            WriteError::NotAuthorized
+        ))))
+    );
+    let stats = b.stats();
+    assert_eq!((stats.unknown, stats.refused), (1, 1));
+}
+
+#[test]
+fn too_old_is_unknown_after_a_lost_reply_and_a_refusal_otherwise() {
+    let b = batcher(config());
+    let mut lost = b.try_submit(order(1), 0).unwrap();
+    b.flush();
+    let batch = b.take_batch(0).unwrap();
+    let Next::Retry { batch, .. } = b.finish(batch, Err(SendError::Unknown("lost".into())), 1)
+    else {
+        panic!("retry");
+    };
+    b.finish(batch, Err(reject("TooOld: the key was created at 0 ns")), 2);
+    assert!(matches!(
+        ready(&mut lost),
+        Some(Err(BatchError::Unknown { .. }))
+    ));
+    let mut skewed = b.try_submit(order(2), 0).unwrap();
+    b.flush();
+    let batch = b.take_batch(0).unwrap();
+    b.finish(
+        batch,
+        Err(reject("CreatedInFuture: the key was created at 9 ns")),
+        1,
+    );
+    assert_eq!(
+        ready(&mut skewed),
+        Some(Err(BatchError::Refused(PackedRefusal::CreatedInFuture(
+            "the key was created at 9 ns".into()
+        ))))
+    );
+}
+
+#[test]
+fn retries_stop_at_the_retry_window() {
+    let b = batcher(BatcherConfig {
+        retry_for_ns: 1_000 * MS,
+        ..config()
+    });
+    let mut unanswered = b.try_submit(order(1), 0).unwrap();
+    let mut stopped = b.try_submit(order(2), 0).unwrap();
+    b.flush();
+    let first = b.take_batch(0).unwrap();
+    let Next::Retry { batch, .. } =
+        b.finish(first, Err(SendError::Unknown("lost".into())), 999 * MS)
+    else {
+        panic!("retry within the window");
+    };
+    assert!(matches!(
+        b.finish(batch, Err(SendError::Unknown("lost".into())), 1_000 * MS),
+        Next::Done
+    ));
+    assert!(matches!(
+        ready(&mut unanswered),
+        Some(Err(BatchError::Unknown { attempts: 2, .. }))
+    ));
+    assert!(matches!(
+        ready(&mut stopped),
+        Some(Err(BatchError::Unknown { .. }))
+    ));
+    // A canister stopped the whole time: nothing ran, and the ops are told so.
+    let mut never = b.try_submit(order(3), 2_000 * MS).unwrap();
+    b.flush();
+    let batch = b.take_batch(2_000 * MS).unwrap();
+    let stopped = || SendError::Rejected {
+        code: RejectCode::CanisterError,
+        message: "canister is stopped".into(),
+    };
+    let Next::Retry { batch, .. } = b.finish(batch, Err(stopped()), 2_500 * MS) else {
+        panic!("retry");
+    };
+    b.finish(batch, Err(stopped()), 3_000 * MS);
+    assert!(matches!(
+        ready(&mut never),
+        Some(Err(BatchError::Rejected {
+            code: RejectCode::SysTransient,
+            ..
+        }))
+    ));
+}
+
+#[test]
+fn backoff_doubles_up_to_its_bound() {
+    let b = batcher(BatcherConfig {
+        max_backoff_ns: 700 * MS,
+        ..config()
+    });
+    let _future = b.try_submit(order(1), 0).unwrap();
+    b.flush();
+    let mut batch = b.take_batch(0).unwrap();
+    let mut delays = Vec::new();
+    for _ in 0..5 {
+        match b.finish(batch, Err(SendError::Unknown("lost".into())), 0) {
+            Next::Retry {
+                batch: again,
+                delay_ns,
+            } => {
+                delays.push(delay_ns / MS);
+                batch = again;
+            }
+            Next::Done => panic!("retry"),
+        }
+    }
+    assert_eq!(delays, vec![100, 200, 400, 700, 700]);
+}
+
+#[test]
+fn ops_not_executed_are_sent_again_first_under_a_new_key() {
+    let b = batcher(BatcherConfig {
+        max_resubmits: 1,
+        ..config()
+    });
+    let mut futures: Vec<_> = (1..=3)
+        .map(|i| b.try_submit(order(i), 0).unwrap())
+        .collect();
+    let _later = b.try_submit(order(4), 5).unwrap();
+    let batch = b.take_batch(10).unwrap();
+    let key = *batch.key();
+    let not_run = Outcome::Failed(OpError {
+        code: 9,
+        message: "not executed: the batch's instruction budget (5 instructions) was used up before this op started".into(),
+    });
+    let interrupted = Outcome::Failed(OpError {
+        code: 9,
+        message: "interrupted: the batch reached its limit".into(),
+    });
+    b.finish(
+        batch,
+        Ok(reply(
+            false,
+            &[committed(1), interrupted.clone(), not_run.clone()],
+        )),
+        11,
+    );
+    assert_eq!(ready(&mut futures[0]), Some(Ok(committed(1))));
+    assert_eq!(ready(&mut futures[1]), Some(Ok(interrupted)));
+    assert!(ready(&mut futures[2]).is_none());
+    // Op 3 comes back at the front, due at once, with op 4 behind it.
+    let again = b.take_batch(12).expect("due");
+    assert_eq!(ops_of(&again), vec![order(3), order(4)]);
+    assert_ne!(*again.key(), key);
+    // Not executed a second time: past max_resubmits, delivered as it is.
+    b.finish(
+        again,
+        Ok(reply(false, &[not_run.clone(), committed(2)])),
+        13,
+    );
+    assert_eq!(ready(&mut futures[2]), Some(Ok(not_run)));
+    assert_eq!(b.stats().resubmitted, 1);
+}
+
+#[test]
+fn a_batch_dropped_by_its_driver_closes_its_futures_and_frees_its_place() {
+    let b = batcher(config());
+    let mut future = b.try_submit(order(1), 0).unwrap();
+    b.flush();
+    let batch = b.take_batch(0).unwrap();
+    assert_eq!(b.stats().in_flight, 1);
+    drop(batch);
+    assert_eq!(b.stats().in_flight, 0);
+    assert_eq!(ready(&mut future), Some(Err(BatchError::Closed)));
+}
+
+#[test]
+fn a_reply_that_cannot_be_read_may_have_run() {
+    let b = batcher(config());
+    let mut future = b.try_submit(order(1), 0).unwrap();
+    b.flush();
+    let batch = b.take_batch(0).unwrap();
+    // Two outcomes for one op.
+    b.finish(batch, Ok(reply(false, &[committed(1), committed(2)])), 1);
+    assert!(matches!(
+        ready(&mut future),
+        Some(Err(BatchError::BadReply(_)))
+    ));
+    let mut other = b.try_submit(order(2), 0).unwrap();
+    b.flush();
+    let batch = b.take_batch(0).unwrap();
+    b.finish(
+        batch,
+        Ok(wire::encode_blob(&packed::encode_outcomes(&[committed(1)]))),
+        1,
+    );
+    assert!(matches!(
+        ready(&mut other),
+        Some(Err(BatchError::BadReply(_)))
+    ));
+}
+
+#[test]
+fn the_notifier_hears_of_work_and_close_finishes_after_the_last_answer() {
+    let b = batcher(config());
+    let calls = Arc::new(AtomicUsize::new(0));
+    {
+        let calls = Arc::clone(&calls);
+        b.set_notifier(move || {
+            calls.fetch_add(1, Ordering::SeqCst);
+        });
+    }
+    let _a = b.try_submit(order(1), 0).unwrap(); // empty → non-empty
+    let _b = b.try_submit(order(2), 0).unwrap(); // nothing new
+    assert_eq!(calls.load(Ordering::SeqCst), 1);
+    let _c = b.try_submit(order(3), 0).unwrap(); // size trigger
+    assert_eq!(calls.load(Ordering::SeqCst), 2);
+    let batch = b.take_batch(0).unwrap();
+    b.close();
+    assert_eq!(calls.load(Ordering::SeqCst), 3);
+    assert!(!b.is_finished());
+    b.finish(
+        batch,
+        Ok(reply(false, &[committed(1), committed(2), committed(3)])),
+        1,
+    );
+    assert!(b.is_finished());
+}
+
+#[test]
+fn bad_configurations_are_refused() {
+    let header = PackedUserOrders.header_len();
+    for (config, error) in [
+        (
+            BatcherConfig {
+                max_in_flight: 0,
+                ..BatcherConfig::default()
+            },
+            ConfigError::Zero("max_in_flight"),
+        ),
+        (
+            BatcherConfig {
+                max_queued_ops: 10,
+                max_batch_ops: 11,
+                ..BatcherConfig::default()
+            },
+            ConfigError::QueueSmallerThanBatch {
+                queued: 10,
+                batch: 11,
+            },
+        ),
+        (
+            BatcherConfig {
+                max_request_bytes: header,
+                ..BatcherConfig::default()
+            },
+            ConfigError::RequestSmallerThanHeader {
+                request: header,
+                header,
+            },
+        ),
+    ] {
+        assert_eq!(Batcher::new(PackedUserOrders, config).unwrap_err(), error);
+    }
+}

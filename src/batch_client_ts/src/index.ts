@@ -1,0 +1,5 @@
+export * from './packed.js';
+export * from './codec.js';
+export * from './transport.js';
+export * from './batcher.js';
+export { AgentTransport, sendErrorOf } from './agent.js';

@@ -1,0 +1,45 @@
+/** How a batch reaches the canister. */
+
+/** The reject codes of the Internet Computer's interface specification. */
+export enum RejectCode {
+  SysFatal = 1,
+  SysTransient = 2,
+  DestinationInvalid = 3,
+  CanisterReject = 4,
+  CanisterError = 5,
+  SysUnknown = 6,
+}
+
+/**
+ * Why an attempt got no reply: `unknown` (a timeout, a lost connection: the call may have run)
+ * or `rejected` (the system or the canister rejected it; except `SysUnknown`, nothing ran).
+ */
+export class SendError extends Error {
+  private constructor(
+    readonly kind: 'unknown' | 'rejected',
+    message: string,
+    readonly code?: RejectCode,
+  ) {
+    super(message);
+    this.name = 'SendError';
+  }
+
+  /** No answer: the call may or may not have run. */
+  static unknown(message: string): SendError {
+    return new SendError('unknown', message);
+  }
+
+  /** Rejected with `code`. */
+  static rejected(code: RejectCode, message: string): SendError {
+    return new SendError('rejected', message, code);
+  }
+}
+
+/**
+ * Sends one request (the Candid argument of the batch method) once and resolves to the reply
+ * bytes, or rejects with a {@link SendError}. The batcher decides whether to retry; a retry
+ * sends the same bytes, with the same batch key.
+ */
+export interface Transport {
+  call(request: Uint8Array): Promise<Uint8Array>;
+}
