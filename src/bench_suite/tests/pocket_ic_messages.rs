@@ -52,6 +52,17 @@ fn offline_server() -> url::Url {
     url::Url::parse(&format!("http://127.0.0.1:{port}/")).expect("a URL")
 }
 
+/// The runtime label comes from the server's own `/status`, not from what the caller claims or
+/// the binary is called.
+#[test]
+fn the_offline_server_says_what_it_is_on_its_status() {
+    let server = Server::running(offline_server(), Runtime::PocketIc);
+    assert_eq!(
+        server.probe_runtime().expect("GET /status"),
+        Runtime::Offline
+    );
+}
+
 #[test]
 fn the_pocket_ic_path_on_the_offline_server_equals_the_in_process_runs() {
     let server = Server::running(offline_server(), Runtime::Offline);
