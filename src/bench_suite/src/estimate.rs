@@ -132,7 +132,7 @@ pub struct PathEstimate {
     pub mode: Mode,
     /// Writes per message or flush priced (1 for one call per op).
     pub n: u64,
-    /// Where `n` lies against the measured runs.
+    /// Which measured runs the figure comes from.
     pub note: Option<String>,
     /// Cycles per write, mix-weighted.
     pub cycles_per_op: f64,
@@ -153,25 +153,25 @@ pub struct Estimate {
     pub paths: Vec<PathEstimate>,
 }
 
-/// Linear interpolation in 1/N through measured (N, value) points, held outside them.
+/// Linear interpolation in 1/N through measured (N, value) points, held outside them; the note
+/// says which runs the value comes from.
 fn interpolate(points: &[(u64, f64)], n: u64) -> Option<(f64, Option<String>)> {
     let mut pts = points.to_vec();
     pts.sort_by_key(|p| p.0);
     let (first, last) = (*pts.first()?, *pts.last()?);
-    if n <= first.0 {
-        let note =
-            (n < first.0).then(|| format!("below the smallest run (N = {})", fmt_u(first.0)));
-        return Some((first.1, note));
+    if let Some(p) = pts.iter().find(|p| p.0 == n) {
+        return Some((p.1, Some(format!("the run of N = {}", fmt_u(n)))));
     }
-    if n >= last.0 {
-        let note = (n > last.0).then(|| format!("held at the largest run (N = {})", fmt_u(last.0)));
-        return Some((last.1, note));
+    if n < first.0 {
+        let note = format!("held at the smallest run (N = {})", fmt_u(first.0));
+        return Some((first.1, Some(note)));
+    }
+    if n > last.0 {
+        let note = format!("held at the largest run (N = {})", fmt_u(last.0));
+        return Some((last.1, Some(note)));
     }
     let i = pts.iter().position(|p| p.0 >= n)?;
     let (a, b) = (pts[i - 1], pts[i]);
-    if b.0 == n {
-        return Some((b.1, None));
-    }
     let (ia, ib, x) = (1.0 / a.0 as f64, 1.0 / b.0 as f64, 1.0 / n as f64);
     let t = (x - ia) / (ib - ia);
     Some((
@@ -433,7 +433,10 @@ mod tests {
         let (v, note) = interpolate(&pts, 40).unwrap();
         assert!((v - f(40)).abs() < 1e-9, "{v} vs {}", f(40));
         assert_eq!(note.as_deref(), Some("between the runs of N = 10 and 100"));
-        assert_eq!(interpolate(&pts, 100).unwrap(), (f(100), None));
+        assert_eq!(
+            interpolate(&pts, 100).unwrap(),
+            (f(100), Some("the run of N = 100".to_string()))
+        );
         let (v, note) = interpolate(&pts, 5_000).unwrap();
         assert_eq!(v, f(100));
         assert!(note.unwrap().contains("largest run"));
