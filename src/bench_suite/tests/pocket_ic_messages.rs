@@ -18,9 +18,12 @@ const N: usize = 10;
 /// Serves `offline-pocket-ic` on a free port in a background thread (it ends with the test
 /// process) and returns its URL.
 fn offline_server() -> url::Url {
+    // One port file per server: the tests of this file run in parallel in one process.
+    static SERVERS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
     let port_file = std::env::temp_dir().join(format!(
-        "bench_suite_pocket_ic_messages_{}.port",
-        std::process::id()
+        "bench_suite_pocket_ic_messages_{}_{}.port",
+        std::process::id(),
+        SERVERS.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
     ));
     let _ = std::fs::remove_file(&port_file);
     let config = ServerConfig {
