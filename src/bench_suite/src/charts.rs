@@ -243,9 +243,11 @@ fn render<DB: DrawingBackend>(root: DrawingArea<DB, Shift>, chart: &Chart) -> Re
         .margin(14)
         .x_label_area_size(56)
         .y_label_area_size(100);
-    if chart.secondary.is_some() {
-        builder.right_y_label_area_size(100);
-    }
+    match chart.secondary {
+        Some(_) => builder.right_y_label_area_size(100),
+        // Room for the last x label, centred on the axis's end.
+        None => builder.margin_right(44),
+    };
     let x_range = (xt.lo..xt.hi)
         .log_scale()
         .with_key_points(xt.labelled.clone())
