@@ -14,4 +14,6 @@ command -v canbench >/dev/null || { echo "canbench not found: run scripts/setup.
 cargo build --release -q --workspace --all-targets
 export BENCH_SCALE_DIVISOR="${BENCH_SCALE_DIVISOR:-100}"
 export CANBENCH_CFG_FILE="${CANBENCH_CFG_FILE:-canbench.offline.yml}"
+# Say where the figures come from before canbench prints them (it calls its runtime "PocketIC").
+echo "canbench.sh: canbench runs on offline-pocket-ic (target/release/offline-pocket-ic), PocketIC's protocol served by the offline engine: every figure below is engine: offline (wasmtime, IC metering), not a PocketIC's." >&2
 exec canbench --runtime-path target/release/offline-pocket-ic --no-runtime-integrity-check "$@"

@@ -6,10 +6,13 @@
 # calls -- or a benchmark was added or removed; checks that every figure equals the engine's
 # direct run; then checks that --instruction-tracing writes flamegraphs. After an intended
 # change: scripts/canbench.sh --persist, and commit canbench_results.offline.yml with it.
+# The committed file is the one at HEAD: run it again and it fails again until that is committed.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 # The same build as scripts/test.sh (see scripts/canbench.sh): nothing is built twice.
 cargo build --release -q --workspace --all-targets
+# It compares with canbench_results.offline.yml as committed at HEAD (canbench --persist rewrites
+# the working tree's copy), and writes a short Markdown summary for the pull request.
 target/release/bench-suite canbench-check --config canbench.offline.yml --runner scripts/canbench.sh \
-  --trace users_orders_select "$@"
+  --trace users_orders_select --summary "${PR_SUMMARY_DIR:-target/pr-summary}/canbench.md" "$@"

@@ -15,5 +15,7 @@ cargo build --release -q --workspace --all-targets
 if [ "${1:-}" = "--update" ]; then
   target/release/bench-suite update-baseline --baseline bench/baseline-ci.json
 else
-  target/release/bench-suite check --baseline bench/baseline-ci.json --threshold 2
+  # Also a short Markdown summary a CI job can post on the pull request.
+  target/release/bench-suite check --baseline bench/baseline-ci.json --threshold 2 \
+    --summary "${PR_SUMMARY_DIR:-target/pr-summary}/instructions.md"
 fi

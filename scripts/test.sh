@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Runs every test: checks formatting, installs the tools, builds both canister wasms, then the
+# Runs every test: checks formatting, installs the tools, lints the CI workflow, builds both canister wasms, then the
 # native tests of every crate (including the wasm checks and the canister's integration tests on
 # the offline engine), clippy on the native crates and on the canister, and a warning-free doc
 # build. Everything is built in release once.
@@ -7,7 +7,9 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 cargo fmt --all --check
-scripts/setup.sh
+scripts/setup.sh all
+# The GitHub Actions workflow, checked by actionlint (pinned, installed by setup.sh all).
+actionlint .github/workflows/*.yml
 scripts/build.sh
 BENCH_SCALE_DIVISOR=100 scripts/build.sh canbench
 cargo test --release

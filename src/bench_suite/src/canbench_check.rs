@@ -2,6 +2,10 @@
 //! (dfinity/canbench `scripts/ci_run_benchmark.sh`): run the real canbench with
 //! `--persist --csv --show-summary` and fail unless the results file was up to date.
 //!
+//! "Up to date" is judged against the file as committed at `HEAD` (`git show HEAD:<file>`),
+//! read before canbench runs: `--persist` rewrites the working tree's copy, so comparing with
+//! that copy would let a second run pass a regression nobody committed.
+//!
 //! Here canbench runs through `offline-pocket-ic`, so its results are the offline engine's
 //! (`canbench_results.offline.yml`, named by `canbench.offline.yml`). Every figure canbench
 //! prints a change for counts, with the repository's one rule ([`crate::regression::classify`]):
@@ -147,9 +151,56 @@ pub fn mismatches(
     out
 }
 
+/// The results file as committed at `HEAD` in the repository at `repo` (`path` relative to it),
+/// whatever the working tree holds. Fails when the file is not committed.
+pub fn committed_results(repo: &Path, path: &Path) -> Result<CanbenchResults> {
+    let spec = format!("HEAD:./{}", path.display());
+    let out = Command::new("git")
+        .arg("-C")
+        .arg(repo)
+        .args(["show", &spec])
+        .output()
+        .with_context(|| format!("running `git show {spec}` in {}", repo.display()))?;
+    if !out.status.success() {
+        bail!(
+            "{} is not committed at HEAD (`git show {spec}`: {}); create it with \
+             `scripts/canbench.sh --persist` and commit it",
+            path.display(),
+            String::from_utf8_lossy(&out.stderr).trim()
+        );
+    }
+    let text = String::from_utf8(out.stdout)
+        .with_context(|| format!("{} at HEAD is not UTF-8", path.display()))?;
+    serde_yaml::from_str(&text).with_context(|| format!("parsing {} at HEAD", path.display()))
+}
+
+/// What canbench's `--persist` run changed against the committed results: the committed file
+/// is read from `HEAD` first, then `runner --persist --csv --show-summary` runs in `repo`, then
+/// the file it wrote is compared with it. Returns the fresh results, the changes and the
+/// runner's wall seconds.
+pub fn persisted_changes(
+    repo: &Path,
+    results_path: &Path,
+    runner: &Path,
+    threshold: f64,
+) -> Result<(CanbenchResults, Vec<Change>, f64)> {
+    let committed = committed_results(repo, results_path)?;
+    let seconds = run_canbench(repo, runner, &["--persist", "--csv", "--show-summary"])?;
+    let fresh = CanbenchResults::read(&repo.join(results_path))?;
+    let changes = regression::compare(
+        &figures(&committed.benches),
+        &figures(&fresh.benches),
+        threshold,
+    );
+    Ok((fresh, changes, seconds))
+}
+
 /// Options of [`run`].
 #[derive(Debug, Clone)]
 pub struct CheckOptions {
+    /// The repository's working directory: the other paths are relative to it, and the
+    /// committed results are read from its `HEAD`.
+    pub repo: PathBuf,
     /// The canbench configuration canbench runs with (`canbench.offline.yml`).
     pub config: PathBuf,
     /// The command that runs canbench through the server with the given flags
@@ -185,9 +236,15 @@ impl CheckOutcome {
     }
 }
 
-fn run_canbench(runner: &Path, args: &[&str]) -> Result<f64> {
+fn run_canbench(repo: &Path, runner: &Path, args: &[&str]) -> Result<f64> {
     let started = Instant::now();
-    let status = Command::new(runner)
+    let program = if runner.is_relative() {
+        repo.join(runner)
+    } else {
+        runner.to_path_buf()
+    };
+    let status = Command::new(&program)
+        .current_dir(repo)
         .args(args)
         .status()
         .with_context(|| format!("starting {}", runner.display()))?;
@@ -200,31 +257,31 @@ fn run_canbench(runner: &Path, args: &[&str]) -> Result<f64> {
 /// Runs the gate: canbench with `--persist --csv --show-summary`, the comparison with the
 /// committed results, the direct run, and the optional tracing run.
 pub fn run(options: &CheckOptions, progress: &mut Progress) -> Result<CheckOutcome> {
-    let config = CanbenchConfig::read(&options.config)?;
+    let repo = options.repo.as_path();
+    let config = CanbenchConfig::read(&repo.join(&options.config))?;
     let results_path = config.results_path();
-    let committed = CanbenchResults::read(&results_path)?;
 
     progress.step(&format!(
-        "canbench --persist --csv --show-summary through {}",
-        options.runner.display()
+        "canbench --persist --csv --show-summary through {}, compared with {} as committed at HEAD",
+        options.runner.display(),
+        results_path.display()
     ));
-    let canbench_seconds =
-        run_canbench(&options.runner, &["--persist", "--csv", "--show-summary"])?;
-    let fresh = CanbenchResults::read(&results_path)?;
-    let changes = regression::compare(
-        &figures(&committed.benches),
-        &figures(&fresh.benches),
-        options.threshold,
-    );
+    let (fresh, changes, canbench_seconds) =
+        persisted_changes(repo, &results_path, &options.runner, options.threshold)?;
 
     progress.step("the same benchmarks on the engine, in-process");
     let started = Instant::now();
     let engine = engine_runs::engine()?;
-    let program = engine_runs::load(&engine, &config.wasm_path, "the canbench build_cmd")?;
+    let program = engine_runs::load(
+        &engine,
+        &repo.join(&config.wasm_path),
+        "the canbench build_cmd",
+    )?;
     let init_arg = config.init_arg()?;
     let stable = match &config.stable_memory {
         Some(s) => {
-            Some(std::fs::read(&s.file).with_context(|| format!("reading {}", s.file.display()))?)
+            let file = repo.join(&s.file);
+            Some(std::fs::read(&file).with_context(|| format!("reading {}", file.display()))?)
         }
         None => None,
     };
@@ -243,13 +300,13 @@ pub fn run(options: &CheckOptions, progress: &mut Progress) -> Result<CheckOutco
     if let Some(pattern) = &options.trace {
         progress.step(&format!("canbench --instruction-tracing {pattern}"));
         let since = SystemTime::now();
-        run_canbench(&options.runner, &["--instruction-tracing", pattern])?;
+        run_canbench(repo, &options.runner, &["--instruction-tracing", pattern])?;
         for name in fresh
             .benches
             .keys()
             .filter(|n| n.contains(pattern.as_str()))
         {
-            let svg = results_path.with_file_name(format!("{name}.svg"));
+            let svg = repo.join(results_path.with_file_name(format!("{name}.svg")));
             let fresh_svg = std::fs::metadata(&svg)
                 .ok()
                 .filter(|m| m.len() > 0 && m.modified().is_ok_and(|t| t >= since));
@@ -421,6 +478,69 @@ version: 0.7.0
         );
         assert!(!canbench.contains_key("results_path"));
         assert_eq!(offline, canbench);
+    }
+
+    /// A deliberate regression fails the gate, and fails it again when run at once a second
+    /// time with nothing committed: `--persist` rewrote the working tree's results file, but the
+    /// gate compares with the one committed at HEAD.
+    #[test]
+    fn a_regression_fails_the_gate_twice_in_a_row() {
+        let repo = std::env::temp_dir().join(format!("bench_suite_gate_{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&repo);
+        std::fs::create_dir_all(&repo).unwrap();
+        let git = |args: &[&str]| {
+            let out = Command::new("git")
+                .arg("-C")
+                .arg(&repo)
+                .args([
+                    "-c",
+                    "user.name=gate",
+                    "-c",
+                    "user.email=gate@example.invalid",
+                ])
+                .args(args)
+                .output()
+                .unwrap();
+            assert!(out.status.success(), "git {args:?}: {out:?}");
+        };
+        git(&["init", "-q"]);
+        let results = Path::new("results.yml");
+        std::fs::write(repo.join(results), RESULTS).unwrap();
+        git(&["add", "results.yml"]);
+        git(&["commit", "-q", "-m", "results"]);
+        // The runner stands in for `canbench --persist`: it rewrites the results file with `a`
+        // 89.6 % dearer, as a deliberate regression would.
+        let runner = repo.join("persist.sh");
+        let regressed = RESULTS.replace("instructions: 1000", "instructions: 1896");
+        std::fs::write(
+            &runner,
+            format!("#!/bin/sh\ncat > results.yml <<'EOF'\n{regressed}EOF\n"),
+        )
+        .unwrap();
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&runner, std::fs::Permissions::from_mode(0o755)).unwrap();
+        for attempt in 1..=2 {
+            let (fresh, changes, _) = persisted_changes(&repo, results, &runner, 2.0).unwrap();
+            assert_eq!(fresh.benches["a"].total.instructions, 1_896);
+            let failing: Vec<_> = changes.iter().filter(|c| c.status.fails()).collect();
+            assert_eq!(failing.len(), 1, "attempt {attempt}: {changes:?}");
+            assert_eq!(failing[0].name, "a: instructions");
+            assert_eq!(failing[0].status, Status::Regressed);
+        }
+        // The working tree now holds the regressed figures; HEAD still the committed ones.
+        assert_eq!(
+            committed_results(&repo, results).unwrap().benches["a"]
+                .total
+                .instructions,
+            1_000
+        );
+        // Once committed, the same figures pass.
+        git(&["commit", "-q", "-am", "accept"]);
+        let (_, changes, _) = persisted_changes(&repo, results, &runner, 2.0).unwrap();
+        assert!(!regression::fails(&changes));
+        // A results file that was never committed is an error, not a pass.
+        assert!(committed_results(&repo, Path::new("other.yml")).is_err());
+        std::fs::remove_dir_all(&repo).unwrap();
     }
 
     #[test]

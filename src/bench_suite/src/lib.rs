@@ -5,12 +5,15 @@
 //!   calls to the canister on the engine (also used by the canister's tests).
 //! - [`fees`]: the IC fee schedule and the cost of messages; [`message_bench`]: cycles and USD
 //!   per mode; [`load_model`]: load over rounds, simulated over measured costs.
+//! - [`summary`]: what a million writes cost on each path (the report's opening and the last
+//!   thing `bench-suite run` prints); [`estimate`]: one's own load priced from `results.json`.
 //! - [`analysis`]: the canbench tables and the targets; [`report`], [`charts`], [`output`]:
-//!   `REPORT.md`, SVG charts, `results.json`.
+//!   `REPORT.md`, SVG and PNG charts, `results.json`.
 //! - [`reliability`]: the scenarios that try to stop, alter or empty the queue.
 //! - [`regression`]: the repository's one rule for comparing figures with a committed baseline
 //!   (the CI check of `bench/baseline-ci.json`); [`canbench_check`]: the CI gate of the results
-//!   real canbench writes through `offline-pocket-ic`.
+//!   real canbench writes through `offline-pocket-ic`; [`pr_summary`]: their short Markdown
+//!   summary for a pull request.
 //! - [`suite`]: runs it all and collects the figures.
 //! - [`pocket_ic_runs`]: the message-level runs through the `pocket-ic` client, against
 //!   `offline-pocket-ic` or a real PocketIC (`bench-suite messages`).
@@ -22,13 +25,16 @@ pub mod canbench_check;
 pub mod charts;
 pub mod client;
 pub mod engine_runs;
+pub mod estimate;
 pub mod fees;
 pub mod load_model;
 pub mod message_bench;
 pub mod output;
 pub mod pocket_ic_runs;
+pub mod pr_summary;
 pub mod progress;
 pub mod regression;
 pub mod reliability;
 pub mod report;
 pub mod suite;
+pub mod summary;

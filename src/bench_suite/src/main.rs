@@ -57,8 +57,45 @@ enum Command {
         /// Noise threshold in percent.
         #[arg(long, default_value_t = DEFAULT_THRESHOLD_PCT)]
         threshold: f64,
+        /// Also write a short Markdown summary for a pull request here (verdict, changed
+        /// figures, link to the full table).
+        #[arg(long)]
+        summary: Option<PathBuf>,
         #[command(flatten)]
         wasms: Wasms,
+    },
+    /// Prices one's own write load on every measured path from a suite run's per-op costs:
+    /// cycles per day and US$ per month.
+    Estimate {
+        /// The suite's results (`scripts/bench.sh` writes them).
+        #[arg(long, default_value = "bench/results.json")]
+        results: PathBuf,
+        /// Writes per day.
+        #[arg(
+            long,
+            conflicts_with = "ops_per_second",
+            required_unless_present = "ops_per_second"
+        )]
+        ops_per_day: Option<f64>,
+        /// Writes per second (instead of per day).
+        #[arg(long)]
+        ops_per_second: Option<f64>,
+        /// The op mix as weights, e.g. `insert=70,update=20,delete=10`.
+        #[arg(long, default_value = "insert=1")]
+        mix: String,
+        /// Writes per message (client batch) or per flush (submit + timer).
+        #[arg(
+            long,
+            conflicts_with = "flush_delay_ms",
+            required_unless_present = "flush_delay_ms"
+        )]
+        batch: Option<u64>,
+        /// Group the writes that arrive within this many milliseconds instead.
+        #[arg(long)]
+        flush_delay_ms: Option<f64>,
+        /// Nodes of the subnet (13 or 34 are measured; other sizes scale the 13-node fees).
+        #[arg(long, default_value_t = 13)]
+        subnet: u64,
     },
     /// Runs only the reliability scenarios and prints their table (exit 1 if an op was lost or
     /// altered).
@@ -85,6 +122,9 @@ enum Command {
         /// Also run canbench --instruction-tracing on the benchmarks whose name contains this.
         #[arg(long)]
         trace: Option<String>,
+        /// Also write a short Markdown summary for a pull request here.
+        #[arg(long)]
+        summary: Option<PathBuf>,
     },
     /// The message-level runs (unbatched, submit + timer, client batch) through the pocket-ic
     /// client, beside the in-process runs of the same modes: prints a Markdown table labelled
@@ -254,11 +294,29 @@ fn real_main() -> Result<ExitCode> {
                 "done: suite wall time {:.1} s",
                 results.wall_seconds
             ));
+            let summary = bench_suite::summary::summarize(&results.messages, &results.fee_schedule);
+            println!(
+                "\nWhat a million writes cost ({}):\n",
+                out.join("REPORT.md").display()
+            );
+            let source = format!(
+                "engine: {} · {} · scale {} · fee schedule of {}, 1 T cycles = 1 XDR = US$ {:.5}",
+                results.engine,
+                results.date,
+                scale.label(),
+                results.fee_schedule.date,
+                results.fee_schedule.usd_per_xdr
+            );
+            print!(
+                "{}",
+                bench_suite::summary::render_markdown(&summary, &source)
+            );
             Ok(ExitCode::SUCCESS)
         }
         Command::Check {
             baseline,
             threshold,
+            summary,
             wasms,
         } => {
             let base = Baseline::read(&baseline)?;
@@ -275,6 +333,28 @@ fn real_main() -> Result<ExitCode> {
                 base.date
             );
             println!("{}", regression::render_table(&changes, threshold));
+            if let Some(path) = &summary {
+                let context = format!(
+                    "Instructions of every canbench bench (CI scale) and message-level run, engine: {}, against `{}` \
+                     (written {}).",
+                    results.engine,
+                    baseline.display(),
+                    base.date
+                );
+                let text = bench_suite::pr_summary::render(&bench_suite::pr_summary::GateSummary {
+                    gate: "Instruction check",
+                    context: &context,
+                    changes: &changes,
+                    threshold_pct: threshold,
+                    other_failures: &[],
+                    full_table: &bench_suite::pr_summary::full_table_link(
+                        "the output of `scripts/check_regressions.sh`",
+                    ),
+                    update_hint: "scripts/check_regressions.sh --update",
+                });
+                bench_suite::pr_summary::write(path, &text)?;
+                println!("wrote {}", path.display());
+            }
             if regression::fails(&changes) {
                 println!(
                     "FAILED: the figures moved by {threshold}% or more (either way), or benchmarks were added or removed. \
@@ -329,8 +409,10 @@ fn real_main() -> Result<ExitCode> {
             runner,
             threshold,
             trace,
+            summary,
         } => {
             let options = canbench_check::CheckOptions {
+                repo: PathBuf::from("."),
                 config,
                 runner,
                 threshold,
@@ -352,6 +434,37 @@ fn real_main() -> Result<ExitCode> {
             }
             for svg in &outcome.missing_flamegraphs {
                 println!("No fresh flamegraph: {svg}");
+            }
+            if let Some(path) = &summary {
+                let other: Vec<String> = outcome
+                    .mismatches
+                    .iter()
+                    .map(|m| format!("differs from the engine's direct run: {m}"))
+                    .chain(
+                        outcome
+                            .missing_flamegraphs
+                            .iter()
+                            .map(|f| format!("no fresh flamegraph: {f}")),
+                    )
+                    .collect();
+                let context = format!(
+                    "canbench 0.7.0 through offline-pocket-ic (engine: {}), every figure it reports against the \
+                     `canbench_results.offline.yml` committed at HEAD.",
+                    bench_suite::engine_runs::ENGINE_LABEL
+                );
+                let text = bench_suite::pr_summary::render(&bench_suite::pr_summary::GateSummary {
+                    gate: "canbench gate",
+                    context: &context,
+                    changes: &outcome.changes,
+                    threshold_pct: threshold,
+                    other_failures: &other,
+                    full_table: &bench_suite::pr_summary::full_table_link(
+                        "the output of `scripts/check_canbench.sh`",
+                    ),
+                    update_hint: "scripts/canbench.sh --persist",
+                });
+                bench_suite::pr_summary::write(path, &text)?;
+                println!("wrote {}", path.display());
             }
             println!(
                 "Wall time: canbench through offline-pocket-ic {:.1} s (including its build_cmd); \
@@ -375,6 +488,37 @@ fn real_main() -> Result<ExitCode> {
             wasm,
             server,
         } => messages(runtime, &n, &wasm, &server, &mut progress),
+        Command::Estimate {
+            results,
+            ops_per_day,
+            ops_per_second,
+            mix,
+            batch,
+            flush_delay_ms,
+            subnet,
+        } => {
+            use bench_suite::estimate::{self, Grouping, Load, Measured};
+            let measured = Measured::read(&results)?;
+            let ops_per_day = match (ops_per_day, ops_per_second) {
+                (Some(d), _) => d,
+                (None, Some(s)) => s * 86_400.0,
+                (None, None) => anyhow::bail!("give --ops-per-day or --ops-per-second"),
+            };
+            let grouping = match (batch, flush_delay_ms) {
+                (Some(n), _) => Grouping::Batch(n),
+                (None, Some(ms)) => Grouping::FlushDelayMs(ms),
+                (None, None) => anyhow::bail!("give --batch or --flush-delay-ms"),
+            };
+            let load = Load {
+                ops_per_day,
+                mix: estimate::parse_mix(&mix)?,
+                grouping,
+                nodes: subnet,
+            };
+            let e = estimate::estimate(&measured, &load)?;
+            print!("{}", estimate::render(&measured, &e));
+            Ok(ExitCode::SUCCESS)
+        }
         Command::UpdateBaseline { baseline, wasms } => {
             let results = suite::run(&config(Scale::Ci, &wasms)?, &mut progress)?;
             let b = Baseline {

@@ -27,13 +27,13 @@ impl Mode {
         Mode::ClientBatchPacked,
     ];
 
-    /// Short label for tables and result keys.
+    /// The path's name in tables and charts (what a user chooses between).
     pub fn label(self) -> &'static str {
         match self {
-            Mode::Unbatched => "unbatched",
-            Mode::SubmitAndTimer => "submit+timer",
+            Mode::Unbatched => "one call per op",
+            Mode::SubmitAndTimer => "submit + timer",
             Mode::ClientBatch => "client batch",
-            Mode::ClientBatchPacked => "client batch, packed",
+            Mode::ClientBatchPacked => "packed client batch",
         }
     }
 

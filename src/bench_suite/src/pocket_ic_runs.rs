@@ -62,9 +62,13 @@ impl Runtime {
         }
     }
 
-    /// The runtime a server binary is: `offline-pocket-ic` by its file name, PocketIC otherwise.
-    pub fn of_binary(binary: &Path) -> Runtime {
-        if binary.file_name().and_then(|n| n.to_str()) == Some(OFFLINE_BINARY_NAME) {
+    /// The runtime a server is, told by the body of its own `GET /status`: `offline-pocket-ic`
+    /// names itself and the offline engine there (`pocket_ic_server::identity`); any other
+    /// server (PocketIC answers an empty body) is PocketIC. A renamed binary is still what it is.
+    pub fn of_status(body: &str) -> Runtime {
+        if body.starts_with(OFFLINE_BINARY_NAME)
+            && body.contains(&format!("engine: {OFFLINE_LABEL}"))
+        {
             Runtime::Offline
         } else {
             Runtime::PocketIc
@@ -85,8 +89,9 @@ pub struct Server {
 }
 
 impl Server {
-    /// The server at `binary`, its runtime told by its file name. Fails if it does not exist
-    /// (the client would otherwise download a PocketIC).
+    /// The server at `binary`, its runtime told by its own `/status` ([`Server::probe_runtime`]).
+    /// Fails if it does not exist (the client would otherwise download a PocketIC) or does not
+    /// answer.
     pub fn at(binary: &Path) -> Result<Server> {
         ensure!(
             binary.is_file(),
@@ -94,11 +99,31 @@ impl Server {
              PocketIC: point POCKET_IC_BIN at its server binary)",
             binary.display()
         );
-        Ok(Server {
+        let mut server = Server {
             binary: binary.to_path_buf(),
             url: None,
-            runtime: Runtime::of_binary(binary),
-        })
+            runtime: Runtime::PocketIc,
+        };
+        server.runtime = server.probe_runtime()?;
+        Ok(server)
+    }
+
+    /// Asks the server what it is: creates an instance through the client (which starts the
+    /// binary if needed), reads `GET /status` at the client's server URL, and classifies the
+    /// body with [`Runtime::of_status`].
+    pub fn probe_runtime(&self) -> Result<Runtime> {
+        let pic = self.instance();
+        let url = pic
+            .get_server_url()
+            .join("status")
+            .context("the server's /status URL")?;
+        drop(pic);
+        let response = reqwest::blocking::get(url.clone())
+            .with_context(|| format!("GET {url}"))?
+            .error_for_status()
+            .with_context(|| format!("GET {url}"))?;
+        let body = response.text().with_context(|| format!("GET {url}"))?;
+        Ok(Runtime::of_status(&body))
     }
 
     /// The server running at `url`, of `runtime`.
@@ -361,13 +386,14 @@ mod tests {
     use super::*;
 
     #[test]
-    fn the_runtime_is_told_by_the_binary_s_name() {
+    fn the_runtime_is_told_by_the_server_s_status() {
+        let offline = "offline-pocket-ic 0.1.0 (engine: offline (wasmtime, IC metering); PocketIC REST protocol of pocket-ic 13.0.0)";
+        assert_eq!(Runtime::of_status(offline), Runtime::Offline);
+        // PocketIC's own server answers an empty body; a body that merely mentions the engine
+        // without naming the server is not taken for it.
+        assert_eq!(Runtime::of_status(""), Runtime::PocketIc);
         assert_eq!(
-            Runtime::of_binary(Path::new("/x/target/release/offline-pocket-ic")),
-            Runtime::Offline
-        );
-        assert_eq!(
-            Runtime::of_binary(Path::new("/opt/pocket-ic")),
+            Runtime::of_status("pocket-ic-server (engine: offline (wasmtime, IC metering))"),
             Runtime::PocketIc
         );
         assert_eq!(Runtime::Offline.label(), "offline (wasmtime, IC metering)");

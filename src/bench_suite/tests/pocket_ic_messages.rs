@@ -18,9 +18,12 @@ const N: usize = 10;
 /// Serves `offline-pocket-ic` on a free port in a background thread (it ends with the test
 /// process) and returns its URL.
 fn offline_server() -> url::Url {
+    // One port file per server: the tests of this file run in parallel in one process.
+    static SERVERS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
     let port_file = std::env::temp_dir().join(format!(
-        "bench_suite_pocket_ic_messages_{}.port",
-        std::process::id()
+        "bench_suite_pocket_ic_messages_{}_{}.port",
+        std::process::id(),
+        SERVERS.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
     ));
     let _ = std::fs::remove_file(&port_file);
     let config = ServerConfig {
@@ -50,6 +53,17 @@ fn offline_server() -> url::Url {
     };
     let _ = std::fs::remove_file(&port_file);
     url::Url::parse(&format!("http://127.0.0.1:{port}/")).expect("a URL")
+}
+
+/// The runtime label comes from the server's own `/status`, not from what the caller claims or
+/// the binary is called.
+#[test]
+fn the_offline_server_says_what_it_is_on_its_status() {
+    let server = Server::running(offline_server(), Runtime::PocketIc);
+    assert_eq!(
+        server.probe_runtime().expect("GET /status"),
+        Runtime::Offline
+    );
 }
 
 #[test]

@@ -10,6 +10,8 @@
 use std::path::PathBuf;
 use std::process::ExitCode;
 
+mod call_text;
+
 use clap::{Args, Parser, Subcommand};
 use offline_engine::canbench::{self, BenchResult};
 use offline_engine::validation::ResultsFile;
@@ -45,20 +47,32 @@ enum Command {
         wasm: PathBuf,
     },
     /// Install a wasm and run one update (or query) message; prints the result and its cost.
+    /// Like `dfx canister call`, the argument is Candid text and the reply is printed as Candid
+    /// text, both typed by the wasm's embedded `candid:service`; `--arg-hex`/`--init-hex` and
+    /// `--reply-hex` take and print raw bytes instead.
     Call {
         /// The wasm file.
         wasm: PathBuf,
         /// Method name.
         method: String,
-        /// Run as a query.
+        /// Candid argument as text, e.g. '("alice", "alice@example.com")' (default: `()`).
+        #[arg(conflicts_with = "arg_hex")]
+        argument: Option<String>,
+        /// Run as a query (the default for methods the service declares `query`).
         #[arg(long)]
         query: bool,
-        /// Candid argument, hex (default: empty tuple).
-        #[arg(long, default_value = "4449444c0000")]
-        arg_hex: String,
-        /// Candid init argument, hex (default: empty tuple).
-        #[arg(long, default_value = "4449444c0000")]
-        init_hex: String,
+        /// Candid init argument as text, e.g. '(opt record { flush_size = opt 1000 })'.
+        #[arg(long, conflicts_with = "init_hex")]
+        init: Option<String>,
+        /// Candid argument as hex bytes, instead of text.
+        #[arg(long)]
+        arg_hex: Option<String>,
+        /// Candid init argument as hex bytes, instead of text.
+        #[arg(long)]
+        init_hex: Option<String>,
+        /// Print the reply as hex bytes instead of Candid text.
+        #[arg(long)]
+        reply_hex: bool,
         /// Use the benchmarking subnet limits.
         #[arg(long)]
         benchmarking: bool,
@@ -418,9 +432,12 @@ fn run(cli: Cli) -> Result<ExitCode, Box<dyn std::error::Error>> {
         Command::Call {
             wasm,
             method,
+            argument,
             query,
+            init,
             arg_hex,
             init_hex,
+            reply_hex,
             benchmarking,
         } => {
             let program = engine.load_file(&wasm)?;
@@ -429,10 +446,46 @@ fn run(cli: Cli) -> Result<ExitCode, Box<dyn std::error::Error>> {
             } else {
                 SubnetKind::Application
             };
-            let (mut canister, init) = Canister::install(
+            // The service the wasm embeds types the text arguments and the reply; read it from
+            // a throw-away install (metadata or get_candid_pointer), unless all is hex.
+            let needs_interface = arg_hex.is_none() || init_hex.is_none() || !reply_hex;
+            let interface = if needs_interface {
+                let (mut probe, _) = Canister::install(
+                    &engine,
+                    &program,
+                    b"DIDL\x00\x00",
+                    Settings::benchmarking(),
+                )?;
+                match probe.candid_interface()? {
+                    Some(did) => Some(call_text::Interface::parse(&did)?),
+                    None => None,
+                }
+            } else {
+                None
+            };
+            let typed = || {
+                interface
+                    .as_ref()
+                    .ok_or(call_text::CallTextError::NoInterface)
+            };
+            let init_arg = match (&init_hex, &init) {
+                (Some(h), _) => hex_arg("--init-hex", h)?,
+                (None, Some(text)) => typed()?.encode_init(text)?,
+                (None, None) => match &interface {
+                    Some(i) => i
+                        .encode_init("()")
+                        .unwrap_or_else(|_| b"DIDL\x00\x00".to_vec()),
+                    None => b"DIDL\x00\x00".to_vec(),
+                },
+            };
+            let arg = match (&arg_hex, &argument) {
+                (Some(h), _) => hex_arg("--arg-hex", h)?,
+                (None, text) => typed()?.encode_args(&method, text.as_deref().unwrap_or("()"))?,
+            };
+            let (mut canister, install) = Canister::install(
                 &engine,
                 &program,
-                &hex::decode(init_hex)?,
+                &init_arg,
                 Settings {
                     subnet,
                     ..Settings::default()
@@ -440,10 +493,10 @@ fn run(cli: Cli) -> Result<ExitCode, Box<dyn std::error::Error>> {
             )?;
             println!(
                 "install: {} instructions ({} billed)",
-                init.instructions, init.billed_instructions
+                install.instructions, install.billed_instructions
             );
-            let arg = hex::decode(arg_hex)?;
-            let exec = if query {
+            let as_query = query || interface.as_ref().is_some_and(|i| i.is_query(&method));
+            let exec = if as_query {
                 canister.query(&method, &arg)?
             } else {
                 canister.update(&method, &arg)?
@@ -452,11 +505,15 @@ fn run(cli: Cli) -> Result<ExitCode, Box<dyn std::error::Error>> {
                 println!("log: {line}");
             }
             match &exec.result {
-                MessageResult::Reply(b) => println!("reply: {}", hex::encode(b)),
+                MessageResult::Reply(b) if reply_hex => println!("reply: {}", hex::encode(b)),
+                MessageResult::Reply(b) => {
+                    println!("reply: {}", typed()?.decode_reply(&method, b)?)
+                }
                 other => println!("result: {other:?}"),
             }
             println!(
-                "instructions: {}, billed: {}, heap dirty pages: {}, stable dirty pages: {}, {:.2} G instructions/s",
+                "{}: {} instructions, billed: {}, heap dirty pages: {}, stable dirty pages: {}, {:.2} G instructions/s",
+                if as_query { "query" } else { "update" },
                 exec.instructions,
                 exec.billed_instructions,
                 exec.heap_dirty_pages,
