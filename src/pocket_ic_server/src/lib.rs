@@ -19,6 +19,9 @@
 
 pub mod blob_store;
 pub mod error;
+pub mod faults;
+pub mod http_gateway;
+pub mod http_interface;
 pub mod instance;
 pub mod management;
 pub mod reject;

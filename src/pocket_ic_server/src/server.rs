@@ -25,12 +25,16 @@ pub struct ServerConfig {
     pub port: u16,
     /// File to write the port to.
     pub port_file: Option<PathBuf>,
-    /// Shut down after this long without requests.
-    pub ttl: Duration,
+    /// Shut down after this long without requests (`None`: never).
+    pub ttl: Option<Duration>,
     /// Exit this long after launch, whatever is running.
     pub hard_ttl: Option<Duration>,
     /// Do not print canisters' `debug_print` output.
     pub mute_canister_output: bool,
+    /// Create one live instance and serve its IC HTTP interface at the root (`/api/...`).
+    pub replica: bool,
+    /// Serve the fault-injection test hooks (`/test_hooks/...`).
+    pub test_hooks: bool,
 }
 
 fn io(what: impl Into<String>) -> impl FnOnce(std::io::Error) -> ServerError {
@@ -45,8 +49,11 @@ fn remove_port_file(path: &Option<PathBuf>) {
     }
 }
 
-async fn shutdown_signal(state: AppState, ttl: Duration) {
+async fn shutdown_signal(state: AppState, ttl: Option<Duration>) {
     let idle = async {
+        let Some(ttl) = ttl else {
+            return std::future::pending::<()>().await;
+        };
         loop {
             tokio::time::sleep(Duration::from_millis(250)).await;
             if state.activity.idle_for().is_some_and(|d| d > ttl) {
@@ -80,6 +87,19 @@ async fn shutdown_signal(state: AppState, ttl: Duration) {
     }
 }
 
+/// The instance `--replica` creates: one application subnet with production instruction
+/// limits and the normal cost schedule (canisters pay the IC's fees).
+pub fn replica_config() -> pocket_ic::common::rest::InstanceConfig {
+    use pocket_ic::common::rest::{ExtendedSubnetConfigSet, InstanceConfig, SubnetSpec};
+    InstanceConfig {
+        subnet_config_set: ExtendedSubnetConfigSet {
+            application: vec![SubnetSpec::default()],
+            ..Default::default()
+        },
+        ..Default::default()
+    }
+}
+
 /// Runs the server until its TTL, a signal or its hard TTL ends it. Returns at once (without
 /// serving) if the port file already exists.
 pub async fn serve(config: ServerConfig) -> Result<(), ServerError> {
@@ -106,6 +126,14 @@ pub async fn serve(config: ServerConfig) -> Result<(), ServerError> {
         .port();
     let engine = Engine::new(EngineConfig::default())?;
     let state = Shared::new(Arc::new(Programs::new(engine)), config.mute_canister_output);
+    state
+        .test_hooks
+        .store(config.test_hooks, std::sync::atomic::Ordering::SeqCst);
+    if config.replica {
+        let (id, _) = state.create_instance(&replica_config())?;
+        state.set_replica_instance(id);
+        state.http(id)?.set_live(true);
+    }
     if let Some(mut f) = port_file {
         f.write_all(format!("{port}\n").as_bytes())
             .and_then(|()| f.flush())
@@ -116,6 +144,14 @@ pub async fn serve(config: ServerConfig) -> Result<(), ServerError> {
         crate::identity(),
         config.ip_addr
     );
+    if config.replica {
+        // The one line a script waits for: where agents and icp-cli connect.
+        println!(
+            "{}: replica at http://{}:{port}/ (instance 0, live)",
+            crate::SERVER_NAME,
+            config.ip_addr
+        );
+    }
     if let Some(hard_ttl) = config.hard_ttl {
         let port_file = config.port_file.clone();
         tokio::spawn(async move {
