@@ -19,9 +19,9 @@ use std::time::Duration;
 use axum::response::Response;
 use serde::Deserialize;
 
-/// How long a dropped reply is held before the server gives up on the connection: longer
-/// than any agent waits.
-pub const DROP_HOLD: Duration = Duration::from_secs(600);
+/// How long a dropped reply is held before the server aborts the connection without an
+/// answer: longer than agents wait for a call by default.
+pub const DROP_HOLD: Duration = Duration::from_secs(120);
 
 #[derive(Debug, Default)]
 struct State {
@@ -49,7 +49,7 @@ pub enum CallFault {
 
 impl CallFault {
     /// Sends `response` as this fault dictates: at once, late, or never (held for
-    /// [`DROP_HOLD`], then the connection is closed without an answer).
+    /// [`DROP_HOLD`], then the connection is aborted: the body fails before its first byte).
     pub async fn apply(self, response: Response) -> Response {
         match self {
             CallFault::None => response,
@@ -60,11 +60,12 @@ impl CallFault {
             CallFault::Drop => {
                 tokio::time::sleep(DROP_HOLD).await;
                 drop(response);
-                // The client gave up long ago; an empty 503 closes the exchange.
-                Response::builder()
-                    .status(503)
-                    .body(axum::body::Body::empty())
-                    .unwrap_or_default()
+                let aborted = futures_util::stream::once(async {
+                    Err::<axum::body::Bytes, std::io::Error>(std::io::Error::other(
+                        "the answer was dropped (test hook drop_replies)",
+                    ))
+                });
+                Response::new(axum::body::Body::from_stream(aborted))
             }
         }
     }

@@ -51,6 +51,9 @@ struct Args {
     /// answers, stop a canister). Off by default: they are not part of the IC's protocol.
     #[arg(long)]
     test_hooks: bool,
+    /// Print every request (method, path, HTTP status, duration) to stderr.
+    #[arg(long)]
+    log_requests: bool,
 }
 
 fn main() -> ExitCode {
@@ -72,6 +75,7 @@ fn main() -> ExitCode {
         mute_canister_output: args.mute_canister_output,
         replica: args.replica,
         test_hooks: args.test_hooks,
+        log_requests: args.log_requests,
     };
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()

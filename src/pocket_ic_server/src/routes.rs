@@ -90,6 +90,8 @@ pub struct Shared {
     pub replica: Mutex<Option<usize>>,
     /// Serve the fault-injection hooks (`--test-hooks`).
     pub test_hooks: AtomicBool,
+    /// Print every request's method, path, status and duration to stderr (`--log-requests`).
+    pub log_requests: AtomicBool,
     server_header: HeaderValue,
 }
 
@@ -110,6 +112,7 @@ impl Shared {
             http: Mutex::new(HashMap::new()),
             replica: Mutex::new(None),
             test_hooks: AtomicBool::new(false),
+            log_requests: AtomicBool::new(false),
             server_header,
         })
     }
@@ -301,8 +304,23 @@ pub fn router(state: AppState) -> Router {
 /// Counts requests for the TTL and names the server in every response.
 async fn track(State(state): State<AppState>, request: Request, next: Next) -> Response {
     state.activity.begin();
+    let log = state.log_requests.load(Ordering::Relaxed).then(|| {
+        (
+            request.method().clone(),
+            request.uri().path().to_string(),
+            Instant::now(),
+        )
+    });
     let mut response = next.run(request).await;
     state.activity.end();
+    if let Some((method, path, started)) = log {
+        eprintln!(
+            "{}: {method} {path} -> {} ({} µs)",
+            crate::SERVER_NAME,
+            response.status().as_u16(),
+            started.elapsed().as_micros()
+        );
+    }
     response
         .headers_mut()
         .insert(header::SERVER, state.server_header.clone());

@@ -35,6 +35,8 @@ pub struct ServerConfig {
     pub replica: bool,
     /// Serve the fault-injection test hooks (`/test_hooks/...`).
     pub test_hooks: bool,
+    /// Print every request to stderr.
+    pub log_requests: bool,
 }
 
 fn io(what: impl Into<String>) -> impl FnOnce(std::io::Error) -> ServerError {
@@ -129,6 +131,9 @@ pub async fn serve(config: ServerConfig) -> Result<(), ServerError> {
     state
         .test_hooks
         .store(config.test_hooks, std::sync::atomic::Ordering::SeqCst);
+    state
+        .log_requests
+        .store(config.log_requests, std::sync::atomic::Ordering::SeqCst);
     if config.replica {
         let (id, _) = state.create_instance(&replica_config())?;
         state.set_replica_instance(id);

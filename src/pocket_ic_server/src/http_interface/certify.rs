@@ -132,6 +132,14 @@ pub struct Keys {
     pub root: BlsKey,
     /// The root subnet id: the self-authenticating principal of the root key's DER.
     pub root_subnet: Principal,
+    /// The root subnet's node: it signs query answers for canister ids outside every
+    /// application subnet (where no canister exists).
+    pub root_node: NodeKey,
+    /// The root subnet's canister ranges: the NNS subnet's on the IC (the first 2^20 ids, where
+    /// the ledger and the cycles minting canister live) and the cycles ledger's. No canister of
+    /// this server lives there; calls to them are answered by the server's system canister
+    /// methods ([`super::system_canisters`]) or "not found", certified by the root key.
+    pub root_ranges: Vec<CanisterRange>,
     /// The application subnets.
     pub subnets: Vec<SubnetKeys>,
 }
@@ -215,9 +223,22 @@ impl Keys {
                 }
             })
             .collect();
+        let root_ranges = vec![
+            (
+                crate::topology::canister_id(0),
+                crate::topology::canister_id(crate::topology::CANISTER_IDS_PER_SUBNET - 1),
+            ),
+            // The range of the IC subnet that hosts the cycles ledger.
+            (
+                crate::topology::canister_id(0x0210_0000),
+                crate::topology::canister_id(0x021F_FFFF),
+            ),
+        ];
         Keys {
             root,
             root_subnet,
+            root_node: NodeKey::generate(),
+            root_ranges,
             subnets,
         }
     }

@@ -180,6 +180,32 @@ fn accept_call(
             return Ok(Ok(Accepted::Known));
         }
     }
+    if let Some(outcome) =
+        super::system_canisters::call(&mut inst, sender, canister_id, method_name, arg)?
+    {
+        let status = match outcome {
+            Ok(reply) => super::state_tree::RequestStatus::Replied(reply),
+            Err(r) => super::state_tree::RequestStatus::Rejected {
+                code: r.reject_code as u64,
+                message: r.reject_message,
+                error_code: r.error_code.to_string(),
+            },
+        };
+        http.cert().accept(
+            req.id,
+            Record {
+                message: pocket_ic::common::rest::RawMessageId {
+                    effective_principal: RawEffectivePrincipal::None,
+                    message_id: req.id.to_vec(),
+                },
+                sender: *sender,
+                canister: *canister_id,
+                expiry: *ingress_expiry,
+                status: Some(status),
+            },
+        );
+        return Ok(Ok(Accepted::Known));
+    }
     let management = *canister_id == Principal::management_canister();
     if !management {
         if let Err(r) = inst_callable(&mut inst, canister_id) {
@@ -362,6 +388,9 @@ pub async fn query(http: Arc<InstanceHttp>, ecid: &str, body: Bytes) -> Response
         if let Err(r) = req.authenticate_for(&canister_id, inst.time()) {
             return Ok(Err(r));
         }
+        if let Some(result) = super::system_canisters::query(&inst, &canister_id, &method_name) {
+            return Ok(Ok((result, inst.time(), req.id)));
+        }
         let result = inst.query(RawCanisterCall {
             sender: sender.as_slice().to_vec(),
             canister_id: canister_id.as_slice().to_vec(),
@@ -390,16 +419,19 @@ pub async fn query(http: Arc<InstanceHttp>, ecid: &str, body: Bytes) -> Response
     let signable = response.signable(RequestId::new(&id), time);
     let signature = {
         let cert = http.cert();
-        let index = cert.keys.subnet_of(&effective).unwrap_or(0);
-        cert.keys.subnets.get(index).map(|s| NodeSignature {
+        let node = match cert.keys.subnet_of(&effective) {
+            Some(i) => &cert.keys.subnets[i].node,
+            None => &cert.keys.root_node,
+        };
+        NodeSignature {
             timestamp: time,
-            signature: s.node.sign(&signable),
-            identity: s.node.id,
-        })
+            signature: node.sign(&signable),
+            identity: node.id,
+        }
     };
     match &mut response {
         QueryResponse::Replied { signatures, .. } | QueryResponse::Rejected { signatures, .. } => {
-            signatures.extend(signature);
+            signatures.push(signature);
         }
     }
     cbor_response(&response)

@@ -28,6 +28,7 @@ pub mod certify;
 pub mod handlers;
 pub mod request;
 pub mod state_tree;
+pub mod system_canisters;
 
 use std::collections::{BTreeSet, HashMap};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -349,6 +350,11 @@ impl InstanceHttp {
                 let Some(record) = c.records.get_mut(&id) else {
                     continue;
                 };
+                if let Some(status) = &record.status {
+                    // Answered by the server itself (a system canister's method).
+                    c.tree.set_request(id, status);
+                    continue;
+                }
                 let outcome = inst.ingress_status(&RawIngressStatusArgs {
                     raw_message_id: record.message.clone(),
                     raw_caller: None,
@@ -407,9 +413,15 @@ impl InstanceHttp {
     }
 }
 
+/// Rounds the driver runs back to back while accepted messages are still executing (a
+/// message that awaits calls may need several), before it waits to be woken again.
+pub const MAX_BACK_TO_BACK_ROUNDS: u32 = 100;
+
 /// The round driver of an instance: runs a round whenever woken, and in a live instance also
-/// every [`LIVE_ROUND_INTERVAL`]. Ends when the instance is gone.
+/// every [`LIVE_ROUND_INTERVAL`]; while accepted messages are still executing it runs up to
+/// [`MAX_BACK_TO_BACK_ROUNDS`] more at once. Ends when the instance is gone.
 async fn drive_rounds(http: Weak<InstanceHttp>) {
+    let mut back_to_back = 0u32;
     loop {
         let Some(h) = http.upgrade() else { return };
         let live = h.is_live();
@@ -432,9 +444,17 @@ async fn drive_rounds(http: Weak<InstanceHttp>) {
             drop(h);
             continue;
         }
-        let round = tokio::task::spawn_blocking(move || h.run_round()).await;
+        let h2 = h.clone();
+        let round = tokio::task::spawn_blocking(move || h2.run_round()).await;
         if let Ok(Err(e)) = round {
             eprintln!("{}: a round failed: {e}", crate::SERVER_NAME);
+        }
+        let pending = !h.cert().pending.is_empty();
+        if pending && back_to_back < MAX_BACK_TO_BACK_ROUNDS {
+            back_to_back += 1;
+            h.wake();
+        } else {
+            back_to_back = 0;
         }
     }
 }
