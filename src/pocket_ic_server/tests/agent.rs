@@ -730,3 +730,28 @@ fn make_live_gives_pocket_ic_users_an_agent_url() {
     });
     pic.stop_live();
 }
+
+/// icp-cli asks the cycles minting canister for the default subnets (a query the agent
+/// verifies against the root subnet's node) before it creates canisters.
+#[test]
+fn the_default_subnets_query_is_verified_by_the_agent() {
+    let url = &replica().url;
+    runtime().block_on(async {
+        let agent = agent_for(url, ed25519(17)).await;
+        let cmc = pocket_ic_server::http_interface::system_canisters::CYCLES_MINTING_CANISTER;
+        let reply = agent
+            .query(&cmc, "get_default_subnets")
+            .with_arg(Encode!().unwrap())
+            .call()
+            .await
+            .expect("the default subnets");
+        // The instance's one application subnet: the subnet its canisters live on.
+        let subnets = Decode!(&reply, Vec<Principal>).unwrap();
+        let canister = deploy(&agent, None).await;
+        let subnet = agent
+            .get_subnet_by_canister(&canister)
+            .await
+            .expect("the subnet");
+        assert_eq!(subnets, vec![subnet.id()]);
+    });
+}

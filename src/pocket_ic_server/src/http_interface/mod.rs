@@ -26,6 +26,7 @@
 
 pub mod certify;
 pub mod handlers;
+pub mod interface_compat;
 pub mod request;
 pub mod state_tree;
 pub mod system_canisters;
@@ -70,6 +71,8 @@ pub struct Record {
     pub sender: Principal,
     /// The canister it calls.
     pub canister: Principal,
+    /// The method it calls.
+    pub method: String,
     /// Its `ingress_expiry`.
     pub expiry: u64,
     /// Its outcome once executed.
@@ -363,6 +366,12 @@ impl InstanceHttp {
                     None => c.pending.push(id),
                     Some(result) => {
                         let status = match result {
+                            RawCanisterResult::Ok(reply)
+                                if record.canister == Principal::management_canister()
+                                    && record.method == "canister_status" =>
+                            {
+                                RequestStatus::Replied(interface_compat::canister_status(&reply))
+                            }
                             RawCanisterResult::Ok(reply) => RequestStatus::Replied(reply),
                             RawCanisterResult::Err(r) => RequestStatus::Rejected {
                                 code: r.reject_code as u64,

@@ -253,12 +253,24 @@ impl StateTree {
                     )
                 })
                 .collect();
-            subnets.push((
-                keys.root_subnet.as_slice().to_vec(),
+            let root_node = labeled(vec![(
+                keys.root_node.id.as_slice().to_vec(),
                 labeled(vec![(
                     b"public_key".to_vec(),
-                    bytes_leaf(keys.root.der.clone()),
+                    bytes_leaf(keys.root_node.der.clone()),
                 )]),
+            )]);
+            subnets.push((
+                keys.root_subnet.as_slice().to_vec(),
+                labeled(vec![
+                    (
+                        b"canister_ranges".to_vec(),
+                        bytes_leaf(ranges_cbor(&keys.root_ranges)),
+                    ),
+                    (b"node".to_vec(), root_node),
+                    (b"public_key".to_vec(), bytes_leaf(keys.root.der.clone())),
+                    (b"type".to_vec(), bytes_leaf(b"system".to_vec())),
+                ]),
             ));
             self.subnet = Some(labeled(subnets));
         }

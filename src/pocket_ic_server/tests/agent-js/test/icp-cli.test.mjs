@@ -1,17 +1,17 @@
 // icp-cli (the `icp` binary of @icp-sdk/icp-cli-linux-x64) against `offline-pocket-ic
-// --replica`: with a `connected` network (`root-key: fetch`) added to the project's own
-// icp.yaml, `icp deploy` builds the reference canister with the project's build steps and
+// --replica`: with the `connected` network (`root-key: fetch`) of the project's own icp.yaml,
+// `icp deploy` builds the reference canister with the project's build steps and
 // installs it, and `icp canister call` makes Candid update and query calls.
 //
-// The project is "copied" into a temporary directory as symbolic links to every top-level
-// entry of the repository except icp.yaml, which is the project's icp.yaml plus the network
-// and an environment using it; icp-cli keeps its state (.icp) and identities (HOME) there.
+// The test runs icp in a temporary directory holding the project's icp.yaml (its `offline`
+// network's URL replaced by this test's server), a scripts/build.sh that runs the repository's,
+// and target/; icp-cli keeps its state (.icp) and identities (HOME) there.
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
-import { mkdtempSync, readdirSync, readFileSync, symlinkSync, writeFileSync, mkdirSync } from 'node:fs';
+import { mkdtempSync, readFileSync, symlinkSync, writeFileSync, mkdirSync } from 'node:fs';
 import { createRequire } from 'node:module';
-import { tmpdir } from 'node:os';
+import { tmpdir, homedir } from 'node:os';
 import { join, dirname } from 'node:path';
 import { startReplica, repoRoot } from './replica.mjs';
 
@@ -29,27 +29,25 @@ let env;
 before(async () => {
   replica = await startReplica();
   project = mkdtempSync(join(tmpdir(), 'icp-project-'));
-  for (const entry of readdirSync(repoRoot)) {
-    if (entry !== 'icp.yaml' && entry !== '.icp') symlinkSync(join(repoRoot, entry), join(project, entry));
-  }
+  // The project's own icp.yaml, its `offline` network pointed at this test's server.
   const own = readFileSync(join(repoRoot, 'icp.yaml'), 'utf8');
-  writeFileSync(
-    join(project, 'icp.yaml'),
-    `${own}
-networks:
-  - name: offline
-    mode: connected
-    url: ${replica.url}
-    root-key: fetch
-environments:
-  - name: offline
-    network: offline
-    canisters: [bench_canister]
-`,
-  );
+  const committedUrl = 'url: http://127.0.0.1:4943';
+  assert.equal(own.split(committedUrl).length, 2, 'icp.yaml declares the offline network once');
+  writeFileSync(join(project, 'icp.yaml'), own.replace(committedUrl, `url: ${replica.url}`));
+  // Its build steps run scripts/build.sh (here: the repository's, run in the repository so
+  // cargo reuses its build) and copy from target/.
+  mkdirSync(join(project, 'scripts'));
+  writeFileSync(join(project, 'scripts/build.sh'), `#!/usr/bin/env bash\nexec '${join(repoRoot, 'scripts/build.sh')}' "$@"\n`, { mode: 0o755 });
+  symlinkSync(join(repoRoot, 'target'), join(project, 'target'));
   const home = join(project, '.home');
   mkdirSync(home);
-  env = { ...process.env, HOME: home };
+  // icp-cli keeps its identities under HOME; the build's rustup and cargo keep theirs.
+  env = {
+    ...process.env,
+    HOME: home,
+    RUSTUP_HOME: process.env.RUSTUP_HOME ?? join(homedir(), '.rustup'),
+    CARGO_HOME: process.env.CARGO_HOME ?? join(homedir(), '.cargo'),
+  };
   run(['identity', 'new', 'tester', '--storage', 'plaintext']);
   run(['identity', 'default', 'tester']);
 });
@@ -68,8 +66,10 @@ test('icp deploy builds and installs the canister; icp canister call calls it', 
   const created = run(['canister', 'call', '-e', 'offline', 'bench_canister', 'create_user', '("alice", "alice@example.com")']);
   assert.match(created, /Committed/);
   assert.match(created, /last_insert_rowid = 1/);
-  const again = run(['canister', 'call', '-e', 'offline', 'bench_canister', 'create_user', '("alice", "alice@example.com")']);
-  assert.match(again, /UNIQUE constraint failed/);
-  const counts = run(['canister', 'call', '-e', 'offline', 'bench_canister', 'counts', '()']);
-  assert.match(counts, /users = 1/);
+  const again = run(['canister', 'call', '-e', 'offline', 'bench_canister', 'create_user', '("bob", "bob@example.com")']);
+  assert.match(again, /last_insert_rowid = 2/);
+  // A query (node-signed, verified by icp-cli's agent).
+  const counts = run(['canister', 'call', '-e', 'offline', '--query', 'bench_canister', 'counts', '()']);
+  assert.match(counts, /users = 2 : nat64/);
+  assert.match(counts, /orders = 0 : nat64/);
 });

@@ -24,7 +24,7 @@ export async function startReplica() {
   const portFile = join(dir, 'port');
   const child = spawn(
     serverBinary,
-    ['--replica', '--test-hooks', '--mute-canister-output', '--ttl', '120', '--port-file', portFile],
+    ['--replica', '--test-hooks', '--mute-canister-output', '--ttl', '600', '--port-file', portFile],
     { stdio: 'ignore' },
   );
   const started = Date.now();
