@@ -118,7 +118,8 @@ async fn through_http(
     let mut next = 0;
     while next < n {
         let mut calls = tokio::task::JoinSet::new();
-        for i in next..n.min(next + in_flight) {
+        let end = n.min(next + in_flight);
+        for i in next..end {
             let agent = agent.clone();
             calls.spawn(async move {
                 agent
@@ -127,8 +128,8 @@ async fn through_http(
                     .call_and_wait()
                     .await
             });
-            next += 1;
         }
+        next = end;
         while let Some(r) = calls.join_next().await {
             r??;
         }

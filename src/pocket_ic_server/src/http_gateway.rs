@@ -41,12 +41,14 @@ fn no_replica() -> Response {
         .into_response()
 }
 
-fn http_of(state: &AppState, id: Option<usize>) -> Result<Arc<InstanceHttp>, Response> {
+fn http_of(state: &AppState, id: Option<usize>) -> Result<Arc<InstanceHttp>, Box<Response>> {
     let id = match id.or_else(|| state.replica_instance()) {
         Some(id) => id,
-        None => return Err(no_replica()),
+        None => return Err(Box::new(no_replica())),
     };
-    state.http(id).map_err(|e| crate::routes::error(&e))
+    state
+        .http(id)
+        .map_err(|e| Box::new(crate::routes::error(&e)))
 }
 
 macro_rules! both {
@@ -58,7 +60,7 @@ macro_rules! both {
         ) -> Response {
             match http_of(&state, Some(id)) {
                 Ok(h) => $handler(h, $($p),*, body).await,
-                Err(r) => r,
+                Err(r) => *r,
             }
         }
         async fn $root(
@@ -69,7 +71,7 @@ macro_rules! both {
         ) -> Response {
             match http_of(&state, bound) {
                 Ok(h) => $handler(h, $($p),*, body).await,
-                Err(r) => r,
+                Err(r) => *r,
             }
         }
     };
@@ -106,7 +108,7 @@ both!(inst_read_subnet, root_read_subnet, do_read_subnet, (sid));
 async fn inst_status(State(state): State<AppState>, Path(id): Path<usize>) -> Response {
     match http_of(&state, Some(id)) {
         Ok(h) => handlers::status(h).await,
-        Err(r) => r,
+        Err(r) => *r,
     }
 }
 
@@ -116,7 +118,7 @@ async fn root_status(
 ) -> Response {
     match http_of(&state, bound) {
         Ok(h) => handlers::status(h).await,
-        Err(r) => r,
+        Err(r) => *r,
     }
 }
 
@@ -215,7 +217,7 @@ async fn run_hook(state: &AppState, id: Option<usize>, hook: &str, body: &[u8]) 
     }
     let h = match http_of(state, id) {
         Ok(h) => h,
-        Err(r) => return r,
+        Err(r) => return *r,
     };
     let ok = serde_json::json!({"ok": true});
     match hook {

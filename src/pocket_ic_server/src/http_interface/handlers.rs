@@ -4,10 +4,10 @@
 //! |---|---|
 //! | `GET /api/v2/status` | CBOR (tag 55799): `ic_api_version`, `impl_version`, `root_key` (DER), `replica_health_status`, `certified_height` |
 //! | `POST /api/v2/canister/<ecid>/call` | 202 once the message is accepted; a refused one: 200 with `{reject_code, reject_message, error_code}` |
-//! | `POST /api/v3|v4/canister/<ecid>/call` | 200 `{status: "replied", certificate}` once executed and certified; `{status: "non_replicated_rejection", ...}` if refused before execution; 202 after [`super::SYNC_CALL_TIMEOUT`] |
-//! | `POST /api/v2|v3/canister/<ecid>/query` | 200 `{status: "replied", reply: {arg}, signatures}` or `{status: "rejected", reject_code, reject_message, error_code, signatures}`, signed by the subnet's node |
-//! | `POST /api/v2|v3/canister/<ecid>/read_state` | 200 `{certificate}` for the paths the replica allows |
-//! | `POST /api/v2|v3/subnet/<sid>/read_state` | 200 `{certificate}` for `time`, `subnet/...`, `canister_ranges/<sid>` |
+//! | `POST /api/{v3,v4}/canister/<ecid>/call` | 200 `{status: "replied", certificate}` once executed and certified; `{status: "non_replicated_rejection", ...}` if refused before execution; 202 after [`super::SYNC_CALL_TIMEOUT`] |
+//! | `POST /api/{v2,v3}/canister/<ecid>/query` | 200 `{status: "replied", reply: {arg}, signatures}` or `{status: "rejected", reject_code, reject_message, error_code, signatures}`, signed by the subnet's node |
+//! | `POST /api/{v2,v3}/canister/<ecid>/read_state` | 200 `{certificate}` for the paths the replica allows |
+//! | `POST /api/{v2,v3}/subnet/<sid>/read_state` | 200 `{certificate}` for `time`, `subnet/...`, `canister_ranges/<sid>` |
 //!
 //! Malformed, unauthenticated or expired requests get the replica's 4xx status and text
 //! (400 for validation failures, 403 for another sender's request id, 404 for a path the
@@ -103,18 +103,18 @@ struct ReadStateAnswer {
     certificate: Vec<u8>,
 }
 
-fn parse(body: &[u8], what: &str) -> Result<Request, Response> {
+fn parse(body: &[u8], what: &str) -> Result<Request, Refusal> {
     if body.len() > request::MAX_INGRESS_BYTES {
-        return Err(refusal(Refusal {
+        return Err(Refusal {
             status: 413,
             message: format!(
                 "Request is too large. Message byte size {} is larger than the max allowed {}.",
                 body.len(),
                 request::MAX_INGRESS_BYTES
             ),
-        }));
+        });
     }
-    request::parse(body, what).map_err(refusal)
+    request::parse(body, what)
 }
 
 /// What happened to a call when it reached the instance.
@@ -288,7 +288,7 @@ pub async fn call(
     };
     let req = match parse(&body, "call") {
         Ok(r) => r,
-        Err(resp) => return resp,
+        Err(r) => return refusal(r),
     };
     if let EnvelopeContent::Call { canister_id, .. } = &req.content
         && *canister_id != Principal::management_canister()
@@ -328,9 +328,8 @@ pub async fn call(
                     ];
                     return Some(cert.certificate(&paths, signer));
                 }
-                if cert.record(&id).is_none() {
-                    return None;
-                }
+                // Gone (expired and dropped) while waiting.
+                cert.record(&id)?;
             }
             if rounds.changed().await.is_err() {
                 return None;
@@ -365,7 +364,7 @@ pub async fn query(http: Arc<InstanceHttp>, ecid: &str, body: Bytes) -> Response
     };
     let req = match parse(&body, "query") {
         Ok(r) => r,
-        Err(resp) => return resp,
+        Err(r) => return refusal(r),
     };
     let EnvelopeContent::Query {
         canister_id,
@@ -544,7 +543,7 @@ pub async fn read_state_canister(http: Arc<InstanceHttp>, ecid: &str, body: Byte
     };
     let req = match parse(&body, "read_state") {
         Ok(r) => r,
-        Err(resp) => return resp,
+        Err(r) => return refusal(r),
     };
     let answer = (|| {
         let mut paths = paths_of(&req)?;
@@ -569,7 +568,7 @@ pub async fn read_state_subnet(http: Arc<InstanceHttp>, sid: &str, body: Bytes) 
     };
     let req = match parse(&body, "read_state") {
         Ok(r) => r,
-        Err(resp) => return resp,
+        Err(r) => return refusal(r),
     };
     let answer = (|| {
         let mut paths = paths_of(&req)?;
