@@ -9,7 +9,9 @@
 //! ```
 //!
 //! Prints one line per path with the total and per-call wall time and the ratio to the direct
-//! run. Figures are this machine's; rerun to compare.
+//! run, then what one certificate costs to sign and to verify. Figures are this machine's;
+//! rerun to compare. A second argument names a file for the server's request log
+//! (`--log-requests`: every request with its duration on the server).
 
 use std::io::Write;
 use std::process::{Command, Stdio};
@@ -138,6 +140,8 @@ async fn through_http(
 }
 
 fn main() -> Result<(), Error> {
+    // With a second argument, the server logs every request (and its duration) to that file.
+    let server_log = std::env::args().nth(2);
     let n: usize = std::env::args()
         .nth(1)
         .map(|s| s.parse())
@@ -160,8 +164,12 @@ fn main() -> Result<(), Error> {
             "--port-file",
         ])
         .arg(&port_file)
+        .args(server_log.is_some().then_some("--log-requests"))
         .stdout(Stdio::null())
-        .stderr(Stdio::null())
+        .stderr(match &server_log {
+            Some(path) => Stdio::from(std::fs::File::create(path)?),
+            None => Stdio::null(),
+        })
         .spawn()
         .map_err(|e| {
             format!(
@@ -195,6 +203,25 @@ fn main() -> Result<(), Error> {
     let _ = child.kill();
     let _ = child.wait();
     let (sequential, concurrent) = result?;
+    // What one certificate costs: the server signs once per round, the agent verifies every
+    // certificate it receives (ic-agent calls ic-verify-bls-signature, as measured here).
+    let key = pocket_ic_server::http_interface::certify::BlsKey::generate();
+    let root = [7u8; 32];
+    let reps = 50u32;
+    let started = Instant::now();
+    let mut sig = Vec::new();
+    for _ in 0..reps {
+        sig = key.sign_root(&root);
+    }
+    let sign = started.elapsed() / reps;
+    let mut msg = pocket_ic_server::http_interface::certify::STATE_ROOT_DOMAIN.to_vec();
+    msg.extend_from_slice(&root);
+    let started = Instant::now();
+    for _ in 0..reps {
+        ic_verify_bls_signature::verify_bls_signature(&sig, &msg, &key.der[37..])
+            .map_err(|()| "the signature does not verify")?;
+    }
+    let verify = started.elapsed() / reps;
     let line = |what: &str, d: Duration| {
         println!(
             "{what:<58} {:>9.3} s  {:>8.3} ms/call  {:>6.2}x",
@@ -210,5 +237,10 @@ fn main() -> Result<(), Error> {
     );
     line("HTTP path, ic-agent, 1 call at a time", sequential);
     line("HTTP path, ic-agent, 50 calls in flight", concurrent);
+    println!(
+        "one certificate: BLS signing (server, once per round) {:.3} ms, BLS verification (agent, every answer) {:.3} ms",
+        sign.as_secs_f64() * 1e3,
+        verify.as_secs_f64() * 1e3
+    );
     Ok(())
 }
