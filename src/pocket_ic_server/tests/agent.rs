@@ -755,3 +755,85 @@ fn the_default_subnets_query_is_verified_by_the_agent() {
         assert_eq!(subnets, vec![subnet.id()]);
     });
 }
+
+#[test]
+fn read_state_keeps_strangers_out_of_other_requests_and_canisters() {
+    let url = &replica().url;
+    runtime().block_on(async {
+        let owner = agent_for(url, ed25519(18)).await;
+        let canister = deploy(&owner, None).await;
+        let other = deploy(&owner, None).await;
+        let signed = owner
+            .update(&canister, "create_user")
+            .with_arg(Encode!(&"private", &"p@example.com").unwrap())
+            .sign()
+            .unwrap();
+        owner
+            .update_signed(canister, signed.signed_update.clone())
+            .await
+            .expect("executed");
+        // The sender reads its request's status; anyone else is refused (403).
+        let (status, _) = owner
+            .request_status_raw(&signed.request_id, canister)
+            .await
+            .expect("the sender's status");
+        assert!(matches!(
+            status,
+            ic_agent::agent::RequestStatusResponse::Replied(_)
+        ));
+        let stranger = agent_for(url, ed25519(19)).await;
+        let (code, text) = http_error(
+            stranger
+                .request_status_raw(&signed.request_id, canister)
+                .await
+                .unwrap_err(),
+        );
+        assert_eq!(code, 403);
+        assert_eq!(
+            text,
+            "The user tries to access Request ID not signed by the caller."
+        );
+        // Canister paths must name the effective canister; unknown paths are not served.
+        let (code, text) = http_error(
+            stranger
+                .read_state_raw(
+                    vec![vec![
+                        "canister".into(),
+                        other.as_slice().into(),
+                        "controllers".into(),
+                    ]],
+                    canister,
+                )
+                .await
+                .unwrap_err(),
+        );
+        assert_eq!(code, 400);
+        assert!(
+            text.contains("does not match requested principal id"),
+            "{text}"
+        );
+        let (code, text) = http_error(
+            stranger
+                .read_state_raw(vec![vec!["secrets".into()]], canister)
+                .await
+                .unwrap_err(),
+        );
+        assert_eq!((code, text.as_str()), (404, "Invalid path requested."));
+    });
+}
+
+#[test]
+fn per_instance_endpoints_serve_a_live_pocket_ic_instance() {
+    let pic = common::instance(false);
+    pic.auto_progress();
+    let url = format!("{}instances/{}/", common::server_url(), pic.instance_id());
+    runtime().block_on(async {
+        let agent = agent_for(&url, ed25519(20)).await;
+        let canister = deploy(&agent, None).await;
+        create_user(&agent, canister, "per-instance").await.unwrap();
+        assert_eq!(counts(&agent, canister).await.users, 1);
+    });
+    // The REST protocol sees what the agent did.
+    let canister = pic.topology().default_effective_canister_id;
+    assert!(pic.canister_exists(canister.into()));
+}
