@@ -11,7 +11,7 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use clap::Parser;
-use pocket_ic_server::server::{ServerConfig, serve};
+use pocket_ic_server::server::{ServeOptions, ServerConfig, serve_with};
 
 /// Serves PocketIC's REST protocol (pocket-ic 13 client, canbench 0.7) and runs every canister on
 /// the offline engine: wasmtime with the IC's instruction metering, no replica.
@@ -66,16 +66,16 @@ fn main() -> ExitCode {
         ip_addr: args.ip_addr,
         port: args.port,
         port_file: args.port_file,
-        ttl: match (args.ttl, args.replica) {
-            (Some(t), _) => Some(Duration::from_secs(t)),
-            (None, false) => Some(Duration::from_secs(60)),
-            (None, true) => None,
-        },
+        ttl: Duration::from_secs(args.ttl.unwrap_or(60)),
         hard_ttl: args.hard_ttl.map(Duration::from_secs),
         mute_canister_output: args.mute_canister_output,
+    };
+    let options = ServeOptions {
         replica: args.replica,
         test_hooks: args.test_hooks,
         log_requests: args.log_requests,
+        // A replica serves until stopped, unless a TTL is asked for.
+        no_idle_shutdown: args.replica && args.ttl.is_none(),
     };
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
@@ -90,7 +90,7 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    match runtime.block_on(serve(config)) {
+    match runtime.block_on(serve_with(config, options)) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("{}: {e}", pocket_ic_server::SERVER_NAME);

@@ -25,18 +25,25 @@ pub struct ServerConfig {
     pub port: u16,
     /// File to write the port to.
     pub port_file: Option<PathBuf>,
-    /// Shut down after this long without requests (`None`: never).
-    pub ttl: Option<Duration>,
+    /// Shut down after this long without requests.
+    pub ttl: Duration,
     /// Exit this long after launch, whatever is running.
     pub hard_ttl: Option<Duration>,
     /// Do not print canisters' `debug_print` output.
     pub mute_canister_output: bool,
+}
+
+/// What the server offers beyond PocketIC's REST protocol (all off by default).
+#[derive(Debug, Clone, Default)]
+pub struct ServeOptions {
     /// Create one live instance and serve its IC HTTP interface at the root (`/api/...`).
     pub replica: bool,
     /// Serve the fault-injection test hooks (`/test_hooks/...`).
     pub test_hooks: bool,
     /// Print every request to stderr.
     pub log_requests: bool,
+    /// Never shut down for lack of requests (the TTL is ignored).
+    pub no_idle_shutdown: bool,
 }
 
 fn io(what: impl Into<String>) -> impl FnOnce(std::io::Error) -> ServerError {
@@ -105,6 +112,11 @@ pub fn replica_config() -> pocket_ic::common::rest::InstanceConfig {
 /// Runs the server until its TTL, a signal or its hard TTL ends it. Returns at once (without
 /// serving) if the port file already exists.
 pub async fn serve(config: ServerConfig) -> Result<(), ServerError> {
+    serve_with(config, ServeOptions::default()).await
+}
+
+/// [`serve`] with the options beyond PocketIC's REST protocol.
+pub async fn serve_with(config: ServerConfig, options: ServeOptions) -> Result<(), ServerError> {
     let port_file = match &config.port_file {
         Some(path) => match File::options().write(true).create_new(true).open(path) {
             Ok(f) => Some(f),
@@ -130,11 +142,11 @@ pub async fn serve(config: ServerConfig) -> Result<(), ServerError> {
     let state = Shared::new(Arc::new(Programs::new(engine)), config.mute_canister_output);
     state
         .test_hooks
-        .store(config.test_hooks, std::sync::atomic::Ordering::SeqCst);
+        .store(options.test_hooks, std::sync::atomic::Ordering::SeqCst);
     state
         .log_requests
-        .store(config.log_requests, std::sync::atomic::Ordering::SeqCst);
-    if config.replica {
+        .store(options.log_requests, std::sync::atomic::Ordering::SeqCst);
+    if options.replica {
         let (id, _) = state.create_instance(&replica_config())?;
         state.set_replica_instance(id);
         state.http(id)?.set_live(true);
@@ -149,7 +161,7 @@ pub async fn serve(config: ServerConfig) -> Result<(), ServerError> {
         crate::identity(),
         config.ip_addr
     );
-    if config.replica {
+    if options.replica {
         // The one line a script waits for: where agents and icp-cli connect.
         println!(
             "{}: replica at http://{}:{port}/ (instance 0, live)",
@@ -171,7 +183,10 @@ pub async fn serve(config: ServerConfig) -> Result<(), ServerError> {
         });
     }
     let served = axum::serve(listener, router(state.clone()))
-        .with_graceful_shutdown(shutdown_signal(state, config.ttl))
+        .with_graceful_shutdown(shutdown_signal(
+            state,
+            (!options.no_idle_shutdown).then_some(config.ttl),
+        ))
         .await;
     remove_port_file(&config.port_file);
     served.map_err(io("serving HTTP"))
