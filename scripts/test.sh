@@ -13,6 +13,9 @@ actionlint .github/workflows/*.yml
 scripts/build.sh
 BENCH_SCALE_DIVISOR=100 scripts/build.sh canbench
 cargo test --release
+# The JS agent and icp-cli against the server's IC HTTP interface (their own npm package; the
+# server binary and the canister wasm come from the steps above).
+(cd src/pocket_ic_server/tests/agent-js && npm ci && npx tsc --noEmit && node --test)
 cargo clippy --release --all-targets -- -D warnings
 cargo clippy --release --target wasm32-wasip1 -p bench_canister --features canbench-rs -- -D warnings
 RUSTDOCFLAGS="-D warnings" cargo doc --no-deps --workspace

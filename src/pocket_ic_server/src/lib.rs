@@ -2,7 +2,10 @@
 //! client (and hence `canbench` 0.7) drives it, and runs every canister on the offline engine
 //! (`offline_engine`: wasmtime with the replica's instruction metering and message semantics).
 //!
-//! It is not PocketIC: there is no replica, no consensus and no certification. Canisters of
+//! It also serves the IC's own HTTP interface ([`http_interface`]: status, calls, queries,
+//! read_state, certified by keys each instance generates), per instance and, with `--replica`,
+//! at the root, so ic-agent, the JS agent and icp-cli deploy and call canisters on it with their
+//! verification on. It is not PocketIC: there is no replica and no consensus. Canisters of
 //! subnets with the normal cost schedule are charged the IC's execution, ingress and call fees
 //! as the engine computes them (`offline_engine::Charging`); storage is not charged.
 //! What it implements, what it answers with an error and what it leaves out is listed in the
@@ -14,11 +17,16 @@
 //! runs its rounds; [`management`] executes calls to the management canister; [`reject`]
 //! builds the IC's reject responses from the engine's results; [`topology`] assigns subnet and
 //! canister ids; [`blob_store`] is the server-wide blob store; [`routes`] maps the HTTP
-//! endpoints onto all of that; [`server`] binds, writes the port file and enforces the TTLs.
+//! endpoints onto all of that; [`server`] binds, writes the port file and enforces the TTLs;
+//! [`http_interface`] is the IC's HTTP interface, [`http_gateway`] mounts it (per instance, at
+//! the root, on gateways) and [`faults`] holds the fault-injection test hooks.
 #![deny(missing_docs)]
 
 pub mod blob_store;
 pub mod error;
+pub mod faults;
+pub mod http_gateway;
+pub mod http_interface;
 pub mod instance;
 pub mod management;
 pub mod reject;

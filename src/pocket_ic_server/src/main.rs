@@ -2,14 +2,16 @@
 //!
 //! Point `POCKET_IC_BIN` (the `pocket-ic` client) or `canbench --runtime-path ...
 //! --no-runtime-integrity-check` at this binary. The client starts it with `--port-file` and the
-//! TTLs; `--version` prints only the line the client's version check requires.
+//! TTLs; `--version` prints only the line the client's version check requires. With
+//! `--replica` it serves one live instance at the root `/api/...` as a replica for agents and
+//! icp-cli, and prints its URL.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
 
 use clap::Parser;
-use pocket_ic_server::server::{ServerConfig, serve};
+use pocket_ic_server::server::{ServeOptions, ServerConfig, serve_with};
 
 /// Serves PocketIC's REST protocol (pocket-ic 13 client, canbench 0.7) and runs every canister on
 /// the offline engine: wasmtime with the IC's instruction metering, no replica.
@@ -28,9 +30,9 @@ struct Args {
     /// File to write the port to (created atomically; if it exists, exit at once).
     #[arg(long)]
     port_file: Option<PathBuf>,
-    /// Shut down after this many seconds without requests.
-    #[arg(long, default_value_t = 60)]
-    ttl: u64,
+    /// Shut down after this many seconds without requests (default 60; with `--replica`, never).
+    #[arg(long)]
+    ttl: Option<u64>,
     /// Exit this many seconds after launch, whatever is running.
     #[arg(long)]
     hard_ttl: Option<u64>,
@@ -40,6 +42,18 @@ struct Args {
     /// Do not print canisters' debug_print output.
     #[arg(long)]
     mute_canister_output: bool,
+    /// Serve as a replica for agents: create one live instance (one application subnet, the
+    /// normal cost schedule) whose IC HTTP interface is served at the root (`/api/...`), and
+    /// print its URL.
+    #[arg(long)]
+    replica: bool,
+    /// Serve the fault-injection test hooks under `/test_hooks/...` (drop or delay call
+    /// answers, stop a canister). Off by default: they are not part of the IC's protocol.
+    #[arg(long)]
+    test_hooks: bool,
+    /// Print every request (method, path, HTTP status, duration) to stderr.
+    #[arg(long)]
+    log_requests: bool,
 }
 
 fn main() -> ExitCode {
@@ -52,9 +66,16 @@ fn main() -> ExitCode {
         ip_addr: args.ip_addr,
         port: args.port,
         port_file: args.port_file,
-        ttl: Duration::from_secs(args.ttl),
+        ttl: Duration::from_secs(args.ttl.unwrap_or(60)),
         hard_ttl: args.hard_ttl.map(Duration::from_secs),
         mute_canister_output: args.mute_canister_output,
+    };
+    let options = ServeOptions {
+        replica: args.replica,
+        test_hooks: args.test_hooks,
+        log_requests: args.log_requests,
+        // A replica serves until stopped, unless a TTL is asked for.
+        no_idle_shutdown: args.replica && args.ttl.is_none(),
     };
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
@@ -69,7 +90,7 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    match runtime.block_on(serve(config)) {
+    match runtime.block_on(serve_with(config, options)) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("{}: {e}", pocket_ic_server::SERVER_NAME);

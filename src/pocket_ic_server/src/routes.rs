@@ -5,7 +5,8 @@
 //! an HTTP 4xx/5xx with `{"message": ...}` (the `pocket-ic` client's `ApiResponse`). Engine work
 //! runs on blocking threads, one instance at a time.
 
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
@@ -17,15 +18,17 @@ use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{delete, get, post};
 use pocket_ic::common::rest::{
-    ApiResponse, BinaryBlob, BlobCompression, BlobId, CreateInstanceResponse, InstanceConfig,
-    RawAddCycles, RawCanisterCall, RawCanisterId, RawCycles, RawIngressStatusArgs, RawMessageId,
-    RawPrincipalId, RawSetStableMemory, RawStableMemory, RawSubnetId, RawTickConfigs, RawTime,
+    ApiResponse, AutoProgressConfig, BinaryBlob, BlobCompression, BlobId, CreateInstanceResponse,
+    InstanceConfig, RawAddCycles, RawCanisterCall, RawCanisterId, RawCycles, RawIngressStatusArgs,
+    RawMessageId, RawPrincipalId, RawSetStableMemory, RawStableMemory, RawSubnetId, RawTickConfigs,
+    RawTime, Topology,
 };
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
 use crate::blob_store::BlobStore;
 use crate::error::ServerError;
+use crate::http_interface::InstanceHttp;
 use crate::instance::{Instance, Programs};
 
 /// Requests in flight and the time the last one finished (the server's TTL).
@@ -81,6 +84,14 @@ pub struct Shared {
     pub activity: Activity,
     /// Do not print canisters' `debug_print` output.
     pub mute_canister_output: bool,
+    /// The IC HTTP interface's side of each instance that used it (created on first use).
+    pub http: Mutex<HashMap<usize, Arc<InstanceHttp>>>,
+    /// The instance the root `/api/...` endpoints serve (`--replica`).
+    pub replica: Mutex<Option<usize>>,
+    /// Serve the fault-injection hooks (`--test-hooks`).
+    pub test_hooks: AtomicBool,
+    /// Print every request's method, path, status and duration to stderr (`--log-requests`).
+    pub log_requests: AtomicBool,
     server_header: HeaderValue,
 }
 
@@ -98,12 +109,63 @@ impl Shared {
             blobs: BlobStore::default(),
             activity: Activity::default(),
             mute_canister_output,
+            http: Mutex::new(HashMap::new()),
+            replica: Mutex::new(None),
+            test_hooks: AtomicBool::new(false),
+            log_requests: AtomicBool::new(false),
             server_header,
         })
     }
 
     fn instances(&self) -> std::sync::MutexGuard<'_, Vec<Option<Arc<Mutex<Instance>>>>> {
         self.instances.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// The HTTP interface's side of instance `id`, created (keys generated, state certified,
+    /// round driver started) on first use.
+    pub fn http(&self, id: usize) -> Result<Arc<InstanceHttp>, ServerError> {
+        let instance = self.instance(id)?;
+        let mut map = self.http.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(h) = map.get(&id) {
+            return Ok(h.clone());
+        }
+        let h = InstanceHttp::start(instance);
+        map.insert(id, h.clone());
+        Ok(h)
+    }
+
+    fn existing_http(&self, id: usize) -> Option<Arc<InstanceHttp>> {
+        self.http
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(&id)
+            .cloned()
+    }
+
+    /// The instance the root `/api/...` endpoints serve.
+    pub fn replica_instance(&self) -> Option<usize> {
+        *self.replica.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Makes instance `id` the one the root `/api/...` endpoints serve.
+    pub fn set_replica_instance(&self, id: usize) {
+        *self.replica.lock().unwrap_or_else(|p| p.into_inner()) = Some(id);
+    }
+
+    /// Creates an instance from `config`; returns its id and topology.
+    pub fn create_instance(
+        &self,
+        config: &InstanceConfig,
+    ) -> Result<(usize, Topology), ServerError> {
+        let mut instance = Instance::new(self.programs.clone(), config)?;
+        if self.mute_canister_output {
+            instance.mute_canister_output();
+        }
+        let topology = instance.topology();
+        let mut instances = self.instances();
+        let instance_id = instances.len();
+        instances.push(Some(Arc::new(Mutex::new(instance))));
+        Ok((instance_id, topology))
     }
 
     fn instance(&self, id: usize) -> Result<Arc<Mutex<Instance>>, ServerError> {
@@ -122,22 +184,30 @@ where
     F: FnOnce(&mut Instance) -> Result<T, ServerError> + Send + 'static,
 {
     let instance = state.instance(id)?;
+    let http = state.existing_http(id);
     tokio::task::spawn_blocking(move || {
         let mut guard = instance.lock().unwrap_or_else(|p| p.into_inner());
-        f(&mut guard)
+        let result = f(&mut guard);
+        // What the REST protocol changed is certified at once for the HTTP interface.
+        if let Some(h) = http {
+            h.certify(&guard)?;
+        }
+        result
     })
     .await
     .map_err(|e| ServerError::Task(e.to_string()))?
 }
 
-fn parse<T: DeserializeOwned>(endpoint: &'static str, body: &[u8]) -> Result<T, ServerError> {
+/// Parses a JSON request body.
+pub fn parse<T: DeserializeOwned>(endpoint: &'static str, body: &[u8]) -> Result<T, ServerError> {
     serde_json::from_slice(body).map_err(|e| ServerError::BadRequest {
         endpoint,
         message: e.to_string(),
     })
 }
 
-fn json<T: Serialize>(status: StatusCode, value: &T) -> Response {
+/// A JSON response with `status`.
+pub fn json<T: Serialize>(status: StatusCode, value: &T) -> Response {
     match serde_json::to_vec(value) {
         Ok(bytes) => (
             status,
@@ -152,7 +222,8 @@ fn json<T: Serialize>(status: StatusCode, value: &T) -> Response {
     }
 }
 
-fn error(e: &ServerError) -> Response {
+/// A REST error response (`{"message": ...}` with the error's HTTP status).
+pub fn error(e: &ServerError) -> Response {
     let status = StatusCode::from_u16(e.status()).unwrap_or(StatusCode::BAD_REQUEST);
     json(
         status,
@@ -162,7 +233,8 @@ fn error(e: &ServerError) -> Response {
     )
 }
 
-fn respond<T: Serialize>(r: Result<T, ServerError>) -> Response {
+/// A REST response: the JSON value, or the error.
+pub fn respond<T: Serialize>(r: Result<T, ServerError>) -> Response {
     match r {
         Ok(v) => json(StatusCode::OK, &v),
         Err(e) => error(&e),
@@ -214,7 +286,13 @@ pub fn router(state: AppState) -> Router {
             post(set_stable_memory),
         )
         .route("/instances/{id}/update/tick", post(tick))
-        .route("/instances/{id}/auto_progress", get(auto_progress_enabled))
+        .route(
+            "/instances/{id}/auto_progress",
+            get(auto_progress_enabled).post(auto_progress),
+        )
+        .route("/http_gateway", post(crate::http_gateway::create))
+        .route("/http_gateway/{id}/stop", post(crate::http_gateway::stop))
+        .merge(crate::http_gateway::api_routes())
         .route("/instances/{id}/stop_progress", post(stop_progress))
         .fallback(fallback)
         .method_not_allowed_fallback(fallback)
@@ -226,8 +304,23 @@ pub fn router(state: AppState) -> Router {
 /// Counts requests for the TTL and names the server in every response.
 async fn track(State(state): State<AppState>, request: Request, next: Next) -> Response {
     state.activity.begin();
+    let log = state.log_requests.load(Ordering::Relaxed).then(|| {
+        (
+            request.method().clone(),
+            request.uri().path().to_string(),
+            Instant::now(),
+        )
+    });
     let mut response = next.run(request).await;
     state.activity.end();
+    if let Some((method, path, started)) = log {
+        eprintln!(
+            "{}: {method} {path} -> {} ({} µs)",
+            crate::SERVER_NAME,
+            response.status().as_u16(),
+            started.elapsed().as_micros()
+        );
+    }
     response
         .headers_mut()
         .insert(header::SERVER, state.server_header.clone());
@@ -294,25 +387,16 @@ async fn list_instances(State(state): State<AppState>) -> Response {
 
 async fn create_instance(State(state): State<AppState>, body: Bytes) -> Response {
     let created = parse::<InstanceConfig>("instances", &body)
-        .and_then(|config| Instance::new(state.programs.clone(), &config));
+        .and_then(|config| state.create_instance(&config));
     match created {
-        Ok(mut instance) => {
-            if state.mute_canister_output {
-                instance.mute_canister_output();
-            }
-            let topology = instance.topology();
-            let mut instances = state.instances();
-            let instance_id = instances.len();
-            instances.push(Some(Arc::new(Mutex::new(instance))));
-            json(
-                StatusCode::CREATED,
-                &CreateInstanceResponse::Created {
-                    instance_id,
-                    topology,
-                    http_gateway_info: None,
-                },
-            )
-        }
+        Ok((instance_id, topology)) => json(
+            StatusCode::CREATED,
+            &CreateInstanceResponse::Created {
+                instance_id,
+                topology,
+                http_gateway_info: None,
+            },
+        ),
         Err(e) => json(
             StatusCode::BAD_REQUEST,
             &CreateInstanceResponse::Error {
@@ -330,6 +414,11 @@ async fn delete_instance(State(state): State<AppState>, Path(id): Path<usize>) -
             Some(slot) => Ok(slot.take()),
         }
     };
+    state
+        .http
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .remove(&id);
     // Drop the instance (its canisters and their memories) off the async workers.
     respond(removed.map(|instance| {
         if let Some(instance) = instance {
@@ -528,12 +617,34 @@ async fn get_subnet(State(state): State<AppState>, Path(id): Path<usize>, body: 
     respond(r)
 }
 
-/// Live mode is not offered, so it is never enabled.
+/// Whether the instance is live (`auto_progress`).
 async fn auto_progress_enabled(State(state): State<AppState>, Path(id): Path<usize>) -> Response {
-    respond(state.instance(id).map(|_| false))
+    respond(
+        state
+            .instance(id)
+            .map(|_| state.existing_http(id).is_some_and(|h| h.is_live())),
+    )
 }
 
-/// Nothing progresses on its own here, so there is nothing to stop.
+/// Makes the instance live: its time follows the wall clock and rounds run on their own
+/// (every call wakes one; otherwise one every [`crate::http_interface::LIVE_ROUND_INTERVAL`]).
+/// The artificial delay PocketIC accepts is ignored.
+async fn auto_progress(
+    State(state): State<AppState>,
+    Path(id): Path<usize>,
+    body: Bytes,
+) -> Response {
+    let r = parse::<AutoProgressConfig>("auto_progress", &body)
+        .and_then(|_| state.http(id))
+        .map(|h| h.set_live(true));
+    respond(r)
+}
+
+/// Stops live mode: time moves only with `set_time` and rounds again.
 async fn stop_progress(State(state): State<AppState>, Path(id): Path<usize>) -> Response {
-    respond(state.instance(id).map(|_| ()))
+    respond(state.instance(id).map(|_| {
+        if let Some(h) = state.existing_http(id) {
+            h.set_live(false);
+        }
+    }))
 }

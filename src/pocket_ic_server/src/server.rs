@@ -33,6 +33,19 @@ pub struct ServerConfig {
     pub mute_canister_output: bool,
 }
 
+/// What the server offers beyond PocketIC's REST protocol (all off by default).
+#[derive(Debug, Clone, Default)]
+pub struct ServeOptions {
+    /// Create one live instance and serve its IC HTTP interface at the root (`/api/...`).
+    pub replica: bool,
+    /// Serve the fault-injection test hooks (`/test_hooks/...`).
+    pub test_hooks: bool,
+    /// Print every request to stderr.
+    pub log_requests: bool,
+    /// Never shut down for lack of requests (the TTL is ignored).
+    pub no_idle_shutdown: bool,
+}
+
 fn io(what: impl Into<String>) -> impl FnOnce(std::io::Error) -> ServerError {
     let what = what.into();
     move |source| ServerError::Io { what, source }
@@ -45,8 +58,11 @@ fn remove_port_file(path: &Option<PathBuf>) {
     }
 }
 
-async fn shutdown_signal(state: AppState, ttl: Duration) {
+async fn shutdown_signal(state: AppState, ttl: Option<Duration>) {
     let idle = async {
+        let Some(ttl) = ttl else {
+            return std::future::pending::<()>().await;
+        };
         loop {
             tokio::time::sleep(Duration::from_millis(250)).await;
             if state.activity.idle_for().is_some_and(|d| d > ttl) {
@@ -80,9 +96,27 @@ async fn shutdown_signal(state: AppState, ttl: Duration) {
     }
 }
 
+/// The instance `--replica` creates: one application subnet with production instruction
+/// limits and the normal cost schedule (canisters pay the IC's fees).
+pub fn replica_config() -> pocket_ic::common::rest::InstanceConfig {
+    use pocket_ic::common::rest::{ExtendedSubnetConfigSet, InstanceConfig, SubnetSpec};
+    InstanceConfig {
+        subnet_config_set: ExtendedSubnetConfigSet {
+            application: vec![SubnetSpec::default()],
+            ..Default::default()
+        },
+        ..Default::default()
+    }
+}
+
 /// Runs the server until its TTL, a signal or its hard TTL ends it. Returns at once (without
 /// serving) if the port file already exists.
 pub async fn serve(config: ServerConfig) -> Result<(), ServerError> {
+    serve_with(config, ServeOptions::default()).await
+}
+
+/// [`serve`] with the options beyond PocketIC's REST protocol.
+pub async fn serve_with(config: ServerConfig, options: ServeOptions) -> Result<(), ServerError> {
     let port_file = match &config.port_file {
         Some(path) => match File::options().write(true).create_new(true).open(path) {
             Ok(f) => Some(f),
@@ -106,6 +140,17 @@ pub async fn serve(config: ServerConfig) -> Result<(), ServerError> {
         .port();
     let engine = Engine::new(EngineConfig::default())?;
     let state = Shared::new(Arc::new(Programs::new(engine)), config.mute_canister_output);
+    state
+        .test_hooks
+        .store(options.test_hooks, std::sync::atomic::Ordering::SeqCst);
+    state
+        .log_requests
+        .store(options.log_requests, std::sync::atomic::Ordering::SeqCst);
+    if options.replica {
+        let (id, _) = state.create_instance(&replica_config())?;
+        state.set_replica_instance(id);
+        state.http(id)?.set_live(true);
+    }
     if let Some(mut f) = port_file {
         f.write_all(format!("{port}\n").as_bytes())
             .and_then(|()| f.flush())
@@ -116,6 +161,14 @@ pub async fn serve(config: ServerConfig) -> Result<(), ServerError> {
         crate::identity(),
         config.ip_addr
     );
+    if options.replica {
+        // The one line a script waits for: where agents and icp-cli connect.
+        println!(
+            "{}: replica at http://{}:{port}/ (instance 0, live)",
+            crate::SERVER_NAME,
+            config.ip_addr
+        );
+    }
     if let Some(hard_ttl) = config.hard_ttl {
         let port_file = config.port_file.clone();
         tokio::spawn(async move {
@@ -130,7 +183,10 @@ pub async fn serve(config: ServerConfig) -> Result<(), ServerError> {
         });
     }
     let served = axum::serve(listener, router(state.clone()))
-        .with_graceful_shutdown(shutdown_signal(state, config.ttl))
+        .with_graceful_shutdown(shutdown_signal(
+            state,
+            (!options.no_idle_shutdown).then_some(config.ttl),
+        ))
         .await;
     remove_port_file(&config.port_file);
     served.map_err(io("serving HTTP"))
