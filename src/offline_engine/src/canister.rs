@@ -21,11 +21,10 @@ use crate::heap::{DirtyMap, HeapShadow, take_written_pages};
 use crate::instrument::{
     COUNTER_EXPORT, DIRTY_MAP_EXPORT, MEMORY_EXPORT, START_EXPORT, TABLE_EXPORT,
 };
+use crate::linker::{DirtyMapMemory, StoreData};
 use crate::profile::{ProfState, Profile};
-use crate::stable::{OS_PAGE, StableMemory, WASM_PAGE};
-use crate::system_api::{
-    ApiMode, DirtyMapMemory, MessageCtx, OutgoingCall, StoreData, SystemState, TrapCause,
-};
+use crate::stable::{MAX_STABLE_WASM_PAGES, OS_PAGE, StableMemory, WASM_PAGE};
+use crate::system_api::{ApiType, MessageCtx, OutgoingCall, SystemApi, SystemState, TrapCause};
 use crate::types::{ANONYMOUS, Execution, MessageResult, Settings, reject_code};
 
 /// Upper bound on executions one [`Canister::tick`] performs.
@@ -55,6 +54,8 @@ enum Origin {
 #[derive(Debug)]
 struct CallContext {
     origin: Origin,
+    /// Who made the call: what `ic0.msg_caller_*` answers in its callbacks and cleanup.
+    caller: Vec<u8>,
     replied: bool,
     outstanding: u32,
     instructions: u64,
@@ -114,19 +115,22 @@ fn placeholder_data() -> StoreData {
         memory: None,
         dirty_map: None,
         profiler: None,
-        sys: SystemState {
-            canister_id: Vec::new(),
-            controllers: Vec::new(),
-            time: 0,
-            timer: 0,
-            cycles: 0,
-            certified_data: Vec::new(),
-            version: 0,
-            debug_print_enabled: false,
-            stable: StableMemory::default(),
+        api: SystemApi {
+            sys: SystemState {
+                canister_id: Vec::new(),
+                controllers: Vec::new(),
+                time: 0,
+                timer: 0,
+                cycles: 0,
+                certified_data: Vec::new(),
+                version: 0,
+                debug_print_enabled: false,
+                stable: StableMemory::default(),
+                max_stable_pages: MAX_STABLE_WASM_PAGES,
+            },
+            msg: MessageCtx::new(ApiType::Update, 0),
+            trap: None,
         },
-        msg: MessageCtx::new(ApiMode::Update, 0),
-        trap: None,
         funcs: HashMap::new(),
     }
 }
@@ -243,19 +247,22 @@ impl Canister {
             memory: None,
             dirty_map: None,
             profiler: None,
-            sys: SystemState {
-                canister_id: settings.canister_id.clone(),
-                controllers: settings.controllers.clone(),
-                time: settings.time_ns,
-                timer: 0,
-                cycles: settings.cycles,
-                certified_data: Vec::new(),
-                version: 0,
-                debug_print_enabled: settings.debug_print_enabled,
-                stable: StableMemory::default(),
+            api: SystemApi {
+                sys: SystemState {
+                    canister_id: settings.canister_id.clone(),
+                    controllers: settings.controllers.clone(),
+                    time: settings.time_ns,
+                    timer: 0,
+                    cycles: settings.cycles,
+                    certified_data: Vec::new(),
+                    version: 0,
+                    debug_print_enabled: settings.debug_print_enabled,
+                    stable: StableMemory::default(),
+                    max_stable_pages: MAX_STABLE_WASM_PAGES,
+                },
+                msg: MessageCtx::new(ApiType::Init, 0),
+                trap: None,
             },
-            msg: MessageCtx::new(ApiMode::Init, 0),
-            trap: None,
             funcs: HashMap::new(),
         };
         let (mut store, handles) = instantiate(&engine.wasmtime, program, data)?;
@@ -285,8 +292,8 @@ impl Canister {
         if exec.result.is_trap() {
             return Err(EngineError::InstallFailed(Box::new(exec)));
         }
-        canister.charge_execution(ApiMode::Init, &exec);
-        canister.store.data_mut().sys.version += 1;
+        canister.charge_execution(ApiType::Init, &exec);
+        canister.store.data_mut().api.sys.version += 1;
         Ok((canister, exec))
     }
 
@@ -302,33 +309,33 @@ impl Canister {
 
     /// Current engine time (ns since the epoch).
     pub fn time(&self) -> u64 {
-        self.store.data().sys.time
+        self.store.data().api.sys.time
     }
 
     /// Moves the engine time forward by `ns` nanoseconds. Nothing runs until [`Self::tick`].
     pub fn advance_time(&mut self, ns: u64) {
-        let t = &mut self.store.data_mut().sys.time;
+        let t = &mut self.store.data_mut().api.sys.time;
         *t = t.saturating_add(ns);
     }
 
     /// Deadline of the global timer (0 = inactive).
     pub fn global_timer(&self) -> u64 {
-        self.store.data().sys.timer
+        self.store.data().api.sys.timer
     }
 
     /// Current cycle balance.
     pub fn cycles(&self) -> u128 {
-        self.store.data().sys.cycles
+        self.store.data().api.sys.cycles
     }
 
     /// Certified data last set by the canister.
     pub fn certified_data(&self) -> &[u8] {
-        &self.store.data().sys.certified_data
+        &self.store.data().api.sys.certified_data
     }
 
     /// Stable memory size in bytes.
     pub fn stable_size_bytes(&self) -> u64 {
-        self.store.data().sys.stable.size_bytes()
+        self.store.data().api.sys.stable.size_bytes()
     }
 
     /// Heap (wasm memory) size in bytes.
@@ -341,7 +348,7 @@ impl Canister {
 
     /// A copy of the whole stable memory.
     pub fn stable_memory(&self) -> Vec<u8> {
-        self.store.data().sys.stable.to_bytes()
+        self.store.data().api.sys.stable.to_bytes()
     }
 
     /// Replaces the stable memory with `bytes` (grown to whole 64 KiB pages), outside any
@@ -354,14 +361,14 @@ impl Canister {
         // In bounds by construction.
         let _ = s.write(0, bytes);
         s.commit();
-        self.store.data_mut().sys.stable = s;
+        self.store.data_mut().api.sys.stable = s;
     }
 
     /// Adds `amount` cycles to the balance outside any message (what the management canister's
     /// `provisional_top_up_canister` and PocketIC's `add_cycles` do); saturates at `u128::MAX`.
     /// Returns the new balance.
     pub fn add_cycles(&mut self, amount: u128) -> u128 {
-        let cycles = &mut self.store.data_mut().sys.cycles;
+        let cycles = &mut self.store.data_mut().api.sys.cycles;
         *cycles = cycles.saturating_add(amount);
         *cycles
     }
@@ -371,7 +378,7 @@ impl Canister {
     /// first one is the caller of the next upgrade's `canister_pre_upgrade` and
     /// `canister_post_upgrade`.
     pub fn set_controllers(&mut self, controllers: Vec<Vec<u8>>) {
-        self.store.data_mut().sys.controllers = controllers.clone();
+        self.store.data_mut().api.sys.controllers = controllers.clone();
         self.settings.controllers = controllers;
     }
 
@@ -467,8 +474,8 @@ impl Canister {
     fn find_method(
         &self,
         method: &str,
-        exports: &[(&str, ApiMode)],
-    ) -> Option<(String, Func, ApiMode)> {
+        exports: &[(&str, ApiType)],
+    ) -> Option<(String, Func, ApiType)> {
         exports.iter().find_map(|(kind, mode)| {
             let name = format!("{kind} {method}");
             self.func(&name).map(|func| (name, func, *mode))
@@ -478,7 +485,7 @@ impl Canister {
     /// The message context of an ingress call of `method` by `caller` with `arg`.
     fn ingress_message(
         &self,
-        mode: ApiMode,
+        mode: ApiType,
         caller: &[u8],
         method: &str,
         arg: &[u8],
@@ -487,17 +494,17 @@ impl Canister {
         msg.method_name = method.to_string();
         msg.arg = arg.to_vec();
         msg.caller = caller.to_vec();
-        msg.can_reply = true;
         msg
     }
 
     /// A new call context for an ingress message (update or query), not yet replied.
-    fn open_ingress_context(&mut self) -> u64 {
+    fn open_ingress_context(&mut self, caller: &[u8]) -> u64 {
         let context = self.new_id();
         self.contexts.insert(
             context,
             CallContext {
                 origin: Origin::Ingress,
+                caller: caller.to_vec(),
                 replied: false,
                 outstanding: 0,
                 instructions: 0,
@@ -516,7 +523,10 @@ impl Canister {
     fn begin(&mut self, mut msg: MessageCtx) -> Result<(), EngineError> {
         let limit = msg.limit;
         let sizes = self.settings.sizes;
-        msg.max_reply_bytes = if msg.mode == ApiMode::Query {
+        msg.max_reply_bytes = if matches!(
+            msg.api_type,
+            ApiType::NonReplicatedQuery | ApiType::CompositeQuery
+        ) {
             sizes.query_reply_bytes
         } else {
             sizes.reply_bytes
@@ -524,9 +534,9 @@ impl Canister {
         let profiled = self.program.is_profiled();
         self.last_profile = None;
         let data = self.store.data_mut();
-        data.msg = msg;
-        data.trap = None;
-        data.sys.stable.begin();
+        data.api.msg = msg;
+        data.api.trap = None;
+        data.api.sys.stable.begin();
         data.profiler = profiled.then(|| Box::new(ProfState::new()));
         self.handles.counter.set(
             &mut self.store,
@@ -548,7 +558,7 @@ impl Canister {
         match result {
             Ok(()) => Ok(None),
             Err(e) => {
-                let text = match &self.store.data().trap {
+                let text = match &self.store.data().api.trap {
                     Some(cause) => cause.to_string(),
                     None => match e.downcast_ref::<wasmtime::Trap>() {
                         Some(t) => format!("Canister trapped: {}", trap_code_text(t)),
@@ -562,8 +572,11 @@ impl Canister {
 
     /// Instructions executed in the current message so far.
     fn used(&mut self) -> u64 {
-        let limit = self.store.data().msg.limit;
-        if matches!(self.store.data().trap, Some(TrapCause::InstructionLimit(_))) {
+        let limit = self.store.data().api.msg.limit;
+        if matches!(
+            self.store.data().api.trap,
+            Some(TrapCause::InstructionLimit(_))
+        ) {
             return limit;
         }
         let v = self.handles.counter.get(&mut self.store).i64().unwrap_or(0);
@@ -632,14 +645,14 @@ impl Canister {
             .iter()
             .map(|g| g.get(&mut self.store))
             .collect();
-        let stable = self.store.data_mut().sys.stable.commit();
+        let stable = self.store.data_mut().api.sys.stable.commit();
         Ok((heap, stable))
     }
 
     /// Undoes the message's heap, globals and stable changes; returns the dirty page counts
     /// the message had.
     fn rollback(&mut self) -> Result<(u64, u64), EngineError> {
-        let stable = self.store.data_mut().sys.stable.rollback();
+        let stable = self.store.data_mut().api.sys.stable.rollback();
         let pages = self.written_pages();
         let heap = self.restore_heap(&pages, "rollback")?;
         for (g, v) in self
@@ -711,7 +724,7 @@ impl Canister {
     ) -> Result<Execution, EngineError> {
         let started = Instant::now();
         let limit = self.settings.subnet.install_limit();
-        let mut msg = MessageCtx::new(ApiMode::Start, limit);
+        let mut msg = MessageCtx::new(ApiType::Start, limit);
         msg.arg = arg.to_vec();
         msg.caller = self
             .settings
@@ -731,11 +744,8 @@ impl Canister {
         if trap.is_none()
             && let Some(f) = self.func(init_entry)
         {
-            self.store.data_mut().msg.mode = if init_entry == "canister_init" {
-                ApiMode::Init
-            } else {
-                ApiMode::PostUpgrade
-            };
+            // `canister_init` and `canister_post_upgrade` both run as the replica's `Init`.
+            self.store.data_mut().api.msg.api_type = ApiType::Init;
             trap = self.call(f, &[])?;
         }
         let instructions = self.used();
@@ -750,14 +760,14 @@ impl Canister {
     pub fn upgrade(&mut self, program: &Program, arg: &[u8]) -> Result<Execution, EngineError> {
         let exec = self.run_upgrade(program, arg)?;
         // The IC charges an upgrade's instructions whether it completed or not.
-        self.charge_execution(ApiMode::PostUpgrade, &exec);
+        self.charge_execution(ApiType::Init, &exec);
         Ok(exec)
     }
 
     fn run_upgrade(&mut self, program: &Program, arg: &[u8]) -> Result<Execution, EngineError> {
         let started = Instant::now();
         let limit = self.settings.subnet.install_limit();
-        let mut msg = MessageCtx::new(ApiMode::PreUpgrade, limit);
+        let mut msg = MessageCtx::new(ApiType::PreUpgrade, limit);
         msg.caller = self
             .settings
             .controllers
@@ -774,7 +784,7 @@ impl Canister {
             return self.finish("canister_pre_upgrade".into(), trap, used, started, None);
         }
         // The pre-upgrade hook's log lines come first in the upgrade's logs.
-        let pre_upgrade_logs = std::mem::take(&mut self.store.data_mut().msg.logs);
+        let pre_upgrade_logs = std::mem::take(&mut self.store.data_mut().api.msg.logs);
         // Heap pages the pre-upgrade hook dirtied are charged too.
         let pre_pages = self.written_pages();
         let pre_dirty = match self.handles.memory {
@@ -793,11 +803,14 @@ impl Canister {
             None => 0,
         };
         // Move the system state (with the pending stable changes) to a fresh instance.
-        let sys = std::mem::replace(&mut self.store.data_mut().sys, placeholder_data().sys);
+        let sys = std::mem::replace(
+            &mut self.store.data_mut().api.sys,
+            placeholder_data().api.sys,
+        );
         let mut data = placeholder_data();
-        data.sys = sys;
-        let old_timer = data.sys.timer;
-        data.sys.timer = 0;
+        data.api.sys = sys;
+        let old_timer = data.api.sys.timer;
+        data.api.sys.timer = 0;
         let old_program = std::mem::replace(&mut self.program, program.clone());
         let (new_store, new_handles) = match instantiate(&self.engine, program, data) {
             Ok(x) => x,
@@ -830,14 +843,17 @@ impl Canister {
         if exec.result.is_trap() {
             // Restore the old instance and undo everything (stable changes were rolled back
             // by the failed post-upgrade message already).
-            let sys = std::mem::replace(&mut self.store.data_mut().sys, placeholder_data().sys);
+            let sys = std::mem::replace(
+                &mut self.store.data_mut().api.sys,
+                placeholder_data().api.sys,
+            );
             self.store = old_store;
             self.handles = old_handles;
             self.shadow = old_shadow;
             self.globals_snapshot = old_globals;
             self.program = old_program;
-            self.store.data_mut().sys = sys;
-            self.store.data_mut().sys.timer = old_timer;
+            self.store.data_mut().api.sys = sys;
+            self.store.data_mut().api.sys.timer = old_timer;
             // Undo the pre-upgrade heap changes.
             self.restore_heap(&pre_pages, "failed upgrade")?;
             for (g, v) in self
@@ -853,7 +869,7 @@ impl Canister {
         }
         exec.heap_dirty_pages += pre_dirty;
         exec.billed_instructions += pre_dirty * self.dirty_page_cost();
-        self.store.data_mut().sys.version += 1;
+        self.store.data_mut().api.sys.version += 1;
         Ok(exec)
     }
 
@@ -864,7 +880,7 @@ impl Canister {
         started: Instant,
     ) -> Result<Execution, EngineError> {
         let limit = self.settings.subnet.install_limit();
-        let mut msg = MessageCtx::new(ApiMode::Start, limit);
+        let mut msg = MessageCtx::new(ApiType::Start, limit);
         msg.arg = arg.to_vec();
         msg.caller = self
             .settings
@@ -874,8 +890,8 @@ impl Canister {
             .unwrap_or_else(|| ANONYMOUS.to_vec());
         {
             let data = self.store.data_mut();
-            data.msg = msg;
-            data.trap = None;
+            data.api.msg = msg;
+            data.api.trap = None;
         }
         let v = (limit as i64).saturating_sub(used as i64);
         self.handles.counter.set(&mut self.store, Val::I64(v))?;
@@ -886,7 +902,7 @@ impl Canister {
         if trap.is_none()
             && let Some(f) = self.func("canister_post_upgrade")
         {
-            self.store.data_mut().msg.mode = ApiMode::PostUpgrade;
+            self.store.data_mut().api.msg.api_type = ApiType::Init;
             trap = self.call(f, &[])?;
         }
         let instructions = self.used();
@@ -911,8 +927,8 @@ impl Canister {
         started: Instant,
         context: Option<u64>,
     ) -> Result<Execution, EngineError> {
-        let mode = self.store.data().msg.mode;
-        let logs = std::mem::take(&mut self.store.data_mut().msg.logs);
+        let mode = self.store.data().api.msg.api_type;
+        let logs = std::mem::take(&mut self.store.data_mut().api.msg.logs);
         self.capture_profile(&entry);
         if let Some(message) = trap {
             self.rollback()?;
@@ -928,7 +944,7 @@ impl Canister {
             });
         }
         let (heap_dirty_pages, stable_dirty_pages) =
-            if mode.replicated() && mode != ApiMode::ReplicatedQuery {
+            if mode.replicated() && mode != ApiType::ReplicatedQuery {
                 let counts = self.commit()?;
                 self.apply_effects(context);
                 counts
@@ -938,6 +954,7 @@ impl Canister {
         let result = self
             .store
             .data_mut()
+            .api
             .msg
             .response
             .take()
@@ -958,18 +975,18 @@ impl Canister {
     /// cycles, outgoing calls.
     fn apply_effects(&mut self, context: Option<u64>) {
         let data = self.store.data_mut();
-        let msg = &mut data.msg;
+        let msg = &mut data.api.msg;
         if let Some(t) = msg.timer.take() {
-            data.sys.timer = t;
+            data.api.sys.timer = t;
         }
         if let Some(c) = msg.certified_data.take() {
-            data.sys.certified_data = c;
+            data.api.sys.certified_data = c;
         }
-        data.sys.cycles = (data.sys.cycles + msg.cycles_accepted)
+        data.api.sys.cycles = (data.api.sys.cycles + msg.cycles_accepted)
             .saturating_sub(msg.cycles_burned + msg.cycles_sent);
         let calls = std::mem::take(&mut msg.calls);
-        let time = data.sys.time;
-        let self_id = data.sys.canister_id.clone();
+        let time = data.api.sys.time;
+        let self_id = data.api.sys.canister_id.clone();
         let Some(context) = context else { return };
         if let Some(charging) = self.settings.charging {
             // The request fee of every call made (method name + payload); the response's
@@ -1071,11 +1088,13 @@ impl Canister {
         }
     }
 
-    fn limit_for(&self, mode: ApiMode) -> u64 {
+    fn limit_for(&self, mode: ApiType) -> u64 {
         match mode {
-            ApiMode::Query => self.settings.subnet.query_limit(),
-            ApiMode::InspectMessage => self.settings.subnet.limits().inspect,
-            ApiMode::Init | ApiMode::PostUpgrade | ApiMode::PreUpgrade | ApiMode::Start => {
+            ApiType::NonReplicatedQuery | ApiType::CompositeQuery => {
+                self.settings.subnet.query_limit()
+            }
+            ApiType::InspectMessage => self.settings.subnet.limits().inspect,
+            ApiType::Init | ApiType::PreUpgrade | ApiType::Start => {
                 self.settings.subnet.install_limit()
             }
             _ => self.settings.subnet.update_limit(),
@@ -1094,9 +1113,9 @@ impl Canister {
         let started = Instant::now();
         if let Some(ctx) = self.contexts.get(&context) {
             msg.context_instructions = ctx.instructions;
-            msg.can_reply = msg.can_reply && !ctx.replied;
+            msg.already_replied = ctx.replied;
         }
-        let mode = msg.mode;
+        let mode = msg.api_type;
         self.begin(msg)?;
         let trap = self.call(func, params)?;
         let instructions = self.used();
@@ -1113,7 +1132,7 @@ impl Canister {
     /// Takes `cycles` from the balance. The engine never stops a message for lack of cycles
     /// (`METERING.md` §9), so the balance saturates at 0.
     fn charge(&mut self, cycles: u128) {
-        let balance = &mut self.store.data_mut().sys.cycles;
+        let balance = &mut self.store.data_mut().api.sys.cycles;
         *balance = balance.saturating_sub(cycles);
     }
 
@@ -1121,23 +1140,23 @@ impl Canister {
     /// the billed instructions of a replicated message; the instructions alone of a cleanup
     /// callback (it runs within the response's execution, whose base fee the callback paid);
     /// nothing for non-replicated queries and `canister_inspect_message`.
-    fn charge_execution(&mut self, mode: ApiMode, exec: &Execution) {
+    fn charge_execution(&mut self, mode: ApiType, exec: &Execution) {
         let Some(charging) = self.settings.charging else {
             return;
         };
         let nodes = charging.subnet_nodes;
         let cycles = match mode {
-            ApiMode::Query | ApiMode::InspectMessage => 0,
-            ApiMode::Cleanup => IC_2025.instructions_cost(exec.billed_instructions, nodes),
-            ApiMode::Start
-            | ApiMode::Init
-            | ApiMode::PreUpgrade
-            | ApiMode::PostUpgrade
-            | ApiMode::Update
-            | ApiMode::ReplicatedQuery
-            | ApiMode::ReplyCallback
-            | ApiMode::RejectCallback
-            | ApiMode::Timer => IC_2025.execution_cost(exec.billed_instructions, nodes),
+            ApiType::NonReplicatedQuery | ApiType::CompositeQuery | ApiType::InspectMessage => 0,
+            ApiType::Cleanup => IC_2025.instructions_cost(exec.billed_instructions, nodes),
+            ApiType::Start
+            | ApiType::Init
+            | ApiType::PreUpgrade
+            | ApiType::Update
+            | ApiType::ReplicatedQuery
+            | ApiType::ReplyCallback
+            | ApiType::RejectCallback
+            | ApiType::Heartbeat
+            | ApiType::GlobalTimer => IC_2025.execution_cost(exec.billed_instructions, nodes),
         };
         self.charge(cycles);
     }
@@ -1205,8 +1224,8 @@ impl Canister {
         ingress: bool,
     ) -> Result<Execution, EngineError> {
         let exports = [
-            ("canister_update", ApiMode::Update),
-            ("canister_query", ApiMode::ReplicatedQuery),
+            ("canister_update", ApiType::Update),
+            ("canister_query", ApiType::ReplicatedQuery),
         ];
         let Some((name, func, mode)) = self.find_method(method, &exports) else {
             return Ok(Self::method_not_found(
@@ -1241,12 +1260,12 @@ impl Canister {
         &mut self,
         name: String,
         func: Func,
-        mode: ApiMode,
+        mode: ApiType,
         caller: &[u8],
         method: &str,
         arg: &[u8],
     ) -> Result<Execution, EngineError> {
-        let context = self.open_ingress_context();
+        let context = self.open_ingress_context(caller);
         let msg = self.ingress_message(mode, caller, method, arg);
         let mut exec = self.execute(name, func, &[], msg, context)?;
         self.settle(context, &mut exec, true);
@@ -1306,17 +1325,15 @@ impl Canister {
             return Ok(None);
         };
         let started = Instant::now();
-        let msg = self.ingress_message(ApiMode::InspectMessage, caller, method, arg);
-        let mut msg = msg;
-        msg.can_reply = false;
+        let msg = self.ingress_message(ApiType::InspectMessage, caller, method, arg);
         self.begin(msg)?;
         let trap = self.call(func, &[])?;
         let instructions = self.used();
-        let accepted = self.store.data().msg.accepted;
-        let logs = std::mem::take(&mut self.store.data_mut().msg.logs);
+        let accepted = self.store.data().api.msg.accepted;
+        let logs = std::mem::take(&mut self.store.data_mut().api.msg.logs);
         self.capture_profile("canister_inspect_message");
         self.rollback()?;
-        let canister = principal_text(&self.store.data().sys.canister_id);
+        let canister = principal_text(&self.store.data().api.sys.canister_id);
         let result = match trap {
             Some(message) => MessageResult::Reject(reject_code::CANISTER_ERROR, message),
             None if accepted => MessageResult::NoReply,
@@ -1390,8 +1407,8 @@ impl Canister {
         arg: &[u8],
     ) -> Result<Execution, EngineError> {
         let exports = [
-            ("canister_query", ApiMode::Query),
-            ("canister_composite_query", ApiMode::Query),
+            ("canister_query", ApiType::NonReplicatedQuery),
+            ("canister_composite_query", ApiType::CompositeQuery),
         ];
         let Some((name, func, mode)) = self.find_method(method, &exports) else {
             return Ok(Self::method_not_found(
@@ -1400,7 +1417,7 @@ impl Canister {
                 method,
             ));
         };
-        let context = self.open_ingress_context();
+        let context = self.open_ingress_context(caller);
         let msg = self.ingress_message(mode, caller, method, arg);
         let mut exec = self.execute(name, func, &[], msg, context)?;
         self.settle(context, &mut exec, true);
@@ -1409,35 +1426,49 @@ impl Canister {
         Ok(exec)
     }
 
-    /// Runs the global timer if its deadline has passed (engine time ≥ deadline), then
-    /// delivers queued self-calls and responses (running callbacks and cleanups) until the
-    /// queue is empty. Returns every execution in order.
+    /// Runs `canister_heartbeat` (if exported), then the global timer if its deadline has
+    /// passed (engine time ≥ deadline), then delivers queued self-calls and responses (running
+    /// callbacks and cleanups) until the queue is empty. Returns every execution in order.
     pub fn tick(&mut self) -> Result<Vec<Execution>, EngineError> {
         let mut out = Vec::new();
-        let (timer, time) = (self.store.data().sys.timer, self.store.data().sys.time);
+        if self.func("canister_heartbeat").is_some() {
+            out.push(self.run_system_task(ApiType::Heartbeat, "canister_heartbeat")?);
+        }
+        let (timer, time) = (
+            self.store.data().api.sys.timer,
+            self.store.data().api.sys.time,
+        );
         if timer != 0 && time >= timer {
-            self.store.data_mut().sys.timer = 0;
-            if let Some(func) = self.func("canister_global_timer") {
-                let context = self.new_id();
-                self.contexts.insert(
-                    context,
-                    CallContext {
-                        origin: Origin::System,
-                        replied: false,
-                        outstanding: 0,
-                        instructions: 0,
-                    },
-                );
-                let mut msg = MessageCtx::new(ApiMode::Timer, self.limit_for(ApiMode::Timer));
-                msg.caller = self.store.data().sys.canister_id.clone();
-                let mut exec =
-                    self.execute("canister_global_timer".into(), func, &[], msg, context)?;
-                self.settle(context, &mut exec, false);
-                out.push(exec);
+            self.store.data_mut().api.sys.timer = 0;
+            if self.func("canister_global_timer").is_some() {
+                out.push(self.run_system_task(ApiType::GlobalTimer, "canister_global_timer")?);
             }
         }
         out.extend(self.drain_queue(MAX_TICK_EXECUTIONS)?);
         Ok(out)
+    }
+
+    /// Runs the system task `entry` (`canister_heartbeat` or `canister_global_timer`, exported)
+    /// in a call context of its own, whose caller is the management canister.
+    fn run_system_task(&mut self, kind: ApiType, entry: &str) -> Result<Execution, EngineError> {
+        let func = self
+            .func(entry)
+            .ok_or_else(|| EngineError::Module(format!("export `{entry}` vanished")))?;
+        let context = self.new_id();
+        self.contexts.insert(
+            context,
+            CallContext {
+                origin: Origin::System,
+                caller: Vec::new(),
+                replied: false,
+                outstanding: 0,
+                instructions: 0,
+            },
+        );
+        let msg = MessageCtx::new(kind, self.limit_for(kind));
+        let mut exec = self.execute(entry.into(), func, &[], msg, context)?;
+        self.settle(context, &mut exec, false);
+        Ok(exec)
     }
 
     /// Processes up to `max` queued tasks.
@@ -1474,14 +1505,14 @@ impl Canister {
             .func(&format!("canister_update {}", call.method))
             .is_some()
         {
-            (format!("canister_update {}", call.method), ApiMode::Update)
+            (format!("canister_update {}", call.method), ApiType::Update)
         } else if self
             .func(&format!("canister_query {}", call.method))
             .is_some()
         {
             (
                 format!("canister_query {}", call.method),
-                ApiMode::ReplicatedQuery,
+                ApiType::ReplicatedQuery,
             )
         } else {
             let exec = Self::method_not_found(
@@ -1506,6 +1537,7 @@ impl Canister {
             context,
             CallContext {
                 origin: Origin::Canister { callback },
+                caller: self.store.data().api.sys.canister_id.clone(),
                 replied: false,
                 outstanding: 0,
                 instructions: 0,
@@ -1514,13 +1546,13 @@ impl Canister {
         let mut msg = MessageCtx::new(mode, self.limit_for(mode));
         msg.method_name = call.method.clone();
         msg.arg = call.arg.clone();
-        msg.caller = self.store.data().sys.canister_id.clone();
-        msg.can_reply = true;
+        msg.caller = self.store.data().api.sys.canister_id.clone();
         msg.cycles_available = call.cycles;
         msg.deadline = match call.timeout_seconds {
             Some(s) => self
                 .store
                 .data()
+                .api
                 .sys
                 .time
                 .saturating_add(s as u64 * 1_000_000_000),
@@ -1574,17 +1606,21 @@ impl Canister {
             .contexts
             .get(&context)
             .is_some_and(|c| c.origin != Origin::System);
+        let caller = self
+            .contexts
+            .get(&context)
+            .map(|c| c.caller.clone())
+            .unwrap_or_default();
         let (mode, (fun, env), entry) = match &result {
-            MessageResult::Reply(_) => (ApiMode::ReplyCallback, cb.call.on_reply, "reply_callback"),
+            MessageResult::Reply(_) => (ApiType::ReplyCallback, cb.call.on_reply, "reply_callback"),
             _ => (
-                ApiMode::RejectCallback,
+                ApiType::RejectCallback,
                 cb.call.on_reject,
                 "reject_callback",
             ),
         };
         let mut msg = MessageCtx::new(mode, self.limit_for(mode));
-        msg.caller = self.store.data().sys.canister_id.clone();
-        msg.can_reply = origin_expects_reply;
+        msg.caller = caller.clone();
         msg.cycles_refunded = refund;
         match &result {
             MessageResult::Reply(bytes) => msg.arg = bytes.clone(),
@@ -1620,7 +1656,9 @@ impl Canister {
                 let func = self.table_func(cfun);
                 if let Some(func) = func {
                     let env = self.env_val(cenv);
-                    let msg = MessageCtx::new(ApiMode::Cleanup, self.limit_for(ApiMode::Cleanup));
+                    let mut msg =
+                        MessageCtx::new(ApiType::Cleanup, self.limit_for(ApiType::Cleanup));
+                    msg.caller = caller;
                     let mut cleanup = self.execute("cleanup".into(), func, &[env], msg, context)?;
                     if let MessageResult::Trap(cm) = &cleanup.result {
                         let joined = format!(
@@ -1650,8 +1688,8 @@ impl Canister {
     /// neither exists.
     pub fn candid_interface(&mut self) -> Result<Option<String>, EngineError> {
         if let Some(func) = self.func("get_candid_pointer") {
-            let limit = self.limit_for(ApiMode::Query);
-            self.begin(MessageCtx::new(ApiMode::Query, limit))?;
+            let limit = self.limit_for(ApiType::NonReplicatedQuery);
+            self.begin(MessageCtx::new(ApiType::NonReplicatedQuery, limit))?;
             let mut results = [if self.program.inner.info.memory64 {
                 Val::I64(0)
             } else {

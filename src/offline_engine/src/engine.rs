@@ -9,8 +9,9 @@ use wasmtime::{InstancePre, Linker, Module};
 
 use crate::error::EngineError;
 use crate::instrument::{self, ModuleInfo};
+use crate::linker::{self, StoreData};
 use crate::profile;
-use crate::system_api::{self, StoreData};
+use crate::system_api;
 
 /// Native stack of the threads that run canister code (wasm stack limit plus room for the host).
 pub(crate) const EXECUTION_STACK: usize = 64 << 20;
@@ -182,10 +183,10 @@ impl Engine {
             .parallel_compilation(true);
         let wasmtime = wasmtime::Engine::new(&cfg)?;
         let mut linker32 = Linker::new(&wasmtime);
-        system_api::add_to_linker::<u32>(&mut linker32)?;
+        linker::add_to_linker::<u32>(&mut linker32)?;
         profile::add_to_linker(&mut linker32)?;
         let mut linker64 = Linker::new(&wasmtime);
-        system_api::add_to_linker::<u64>(&mut linker64)?;
+        linker::add_to_linker::<u64>(&mut linker64)?;
         profile::add_to_linker(&mut linker64)?;
         let cache_dir = if config.cache {
             Some(config.cache_dir.unwrap_or_else(default_cache_dir))

@@ -31,6 +31,7 @@ pub mod fees;
 pub mod heap;
 pub mod host_time;
 pub mod instrument;
+pub(crate) mod linker;
 pub mod profile;
 pub mod stable;
 pub mod system_api;
