@@ -32,16 +32,21 @@ pub mod heap;
 pub mod host_time;
 pub mod instrument;
 pub(crate) mod linker;
+pub mod messages;
 pub mod profile;
+pub(crate) mod queues;
 pub mod stable;
+pub mod subnet;
 pub mod system_api;
 pub mod types;
+pub mod user_error;
 pub mod validation;
 
 pub use canister::Canister;
 pub use engine::{Engine, EngineConfig, Program, default_cache_dir};
 pub use error::EngineError;
 pub use profile::{FunctionCost, Profile};
+pub use subnet::{CanisterStatus, Subnet, SubnetConfig};
 pub use types::{
     ANONYMOUS, BENCHMARKING_LIMIT, Charging, DEFAULT_CANISTER_ID, Execution, InstructionLimits,
     MessageResult, Settings, SizeLimits, SubnetKind, reject_code,

@@ -1,7 +1,7 @@
 //! The `ic0` System API: what every function does, in the replica's shape. The host functions
 //! themselves are thin registrations (`src/linker.rs`): each charges the named cost of
 //! [`complexity`] and delegates to a method of `SystemApi` here, which first checks that the
-//! kind of execution may call the function ([`availability`]) and then does its work on the
+//! kind of execution may call the function ([`mod@availability`]) and then does its work on the
 //! message's and the canister's state and on the heap it is given. Nothing here touches
 //! wasmtime, the instruction counter or the profiler.
 //!

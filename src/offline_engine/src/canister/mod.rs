@@ -9,10 +9,14 @@
 //! re-instantiates for every message, so tables are not persistent there either). Stable memory
 //! has its own undo log, mutable globals a snapshot.
 
+mod calls;
+
 use std::collections::{HashMap, VecDeque};
 use std::time::{Duration, Instant};
 
-use wasmtime::{Func, Global, Instance, Memory, Ref, Store, Table, Val};
+use wasmtime::{Func, Global, Instance, Memory, Store, Table, Val};
+
+use calls::{CallContext, Callback, Origin};
 
 use crate::engine::{EXECUTION_STACK, Engine, Program};
 use crate::error::EngineError;
@@ -22,13 +26,12 @@ use crate::instrument::{
     COUNTER_EXPORT, DIRTY_MAP_EXPORT, MEMORY_EXPORT, START_EXPORT, TABLE_EXPORT,
 };
 use crate::linker::{DirtyMapMemory, StoreData};
+use crate::messages::CanisterMessage;
 use crate::profile::{ProfState, Profile};
+use crate::queues::InputQueues;
 use crate::stable::{MAX_STABLE_WASM_PAGES, OS_PAGE, StableMemory, WASM_PAGE};
-use crate::system_api::{ApiType, MessageCtx, OutgoingCall, SystemApi, SystemState, TrapCause};
+use crate::system_api::{ApiType, MessageCtx, SystemApi, SystemState, TrapCause};
 use crate::types::{ANONYMOUS, Execution, MessageResult, Settings, reject_code};
-
-/// Upper bound on executions one [`Canister::tick`] performs.
-const MAX_TICK_EXECUTIONS: usize = 1_000_000;
 
 /// Handles into the current instance.
 struct Handles {
@@ -37,46 +40,6 @@ struct Handles {
     table: Option<Table>,
     counter: Global,
     globals: Vec<Global>,
-}
-
-/// Where a call context's response goes.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Origin {
-    Ingress,
-    /// A call from this canister, answered through callback `callback`.
-    Canister {
-        callback: u64,
-    },
-    /// A system task (timer); nobody waits for a reply.
-    System,
-}
-
-#[derive(Debug)]
-struct CallContext {
-    origin: Origin,
-    /// Who made the call: what `ic0.msg_caller_*` answers in its callbacks and cleanup.
-    caller: Vec<u8>,
-    replied: bool,
-    outstanding: u32,
-    instructions: u64,
-}
-
-#[derive(Debug)]
-struct Callback {
-    context: u64,
-    call: OutgoingCall,
-}
-
-#[derive(Debug)]
-enum Task {
-    /// A call to this canister.
-    Request { callback: u64 },
-    /// The answer to a call this canister made.
-    Response {
-        callback: u64,
-        result: MessageResult,
-        refund: u128,
-    },
 }
 
 /// A canister installed in the engine.
@@ -88,10 +51,14 @@ pub struct Canister {
     shadow: HeapShadow,
     globals_snapshot: Vec<Val>,
     settings: Settings,
-    queue: VecDeque<Task>,
+    inputs: InputQueues,
+    outputs: VecDeque<CanisterMessage>,
     contexts: HashMap<u64, CallContext>,
     callbacks: HashMap<u64, Callback>,
+    /// Answers to ingress messages run directly ([`Canister::update`]), by call context.
     ingress_results: HashMap<u64, MessageResult>,
+    /// Answers to inducted ingress messages, by message id, not yet taken.
+    completed_ingress: Vec<(Vec<u8>, MessageResult)>,
     next_id: u64,
     /// Cross-check the tracked dirty pages with a full comparison (`set_dirty_page_check`).
     check_dirty_pages: bool,
@@ -104,7 +71,7 @@ impl std::fmt::Debug for Canister {
         f.debug_struct("Canister")
             .field("program", &self.program)
             .field("settings", &self.settings)
-            .field("queued", &self.queue.len())
+            .field("queued", &self.inputs.len())
             .finish_non_exhaustive()
     }
 }
@@ -279,10 +246,12 @@ impl Canister {
             shadow,
             globals_snapshot,
             settings,
-            queue: VecDeque::new(),
+            inputs: InputQueues::default(),
+            outputs: VecDeque::new(),
             contexts: HashMap::new(),
             callbacks: HashMap::new(),
             ingress_results: HashMap::new(),
+            completed_ingress: Vec::new(),
             next_id: 1,
             check_dirty_pages: false,
             last_profile: None,
@@ -459,17 +428,6 @@ impl Canister {
         }
     }
 
-    /// Number of queued messages (self-calls and responses) waiting for [`Self::tick`].
-    pub fn queued(&self) -> usize {
-        self.queue.len()
-    }
-
-    fn new_id(&mut self) -> u64 {
-        let id = self.next_id;
-        self.next_id += 1;
-        id
-    }
-
     /// The first export `<kind> <method>` among `exports`, with the mode its message runs in.
     fn find_method(
         &self,
@@ -495,22 +453,6 @@ impl Canister {
         msg.arg = arg.to_vec();
         msg.caller = caller.to_vec();
         msg
-    }
-
-    /// A new call context for an ingress message (update or query), not yet replied.
-    fn open_ingress_context(&mut self, caller: &[u8]) -> u64 {
-        let context = self.new_id();
-        self.contexts.insert(
-            context,
-            CallContext {
-                origin: Origin::Ingress,
-                caller: caller.to_vec(),
-                replied: false,
-                outstanding: 0,
-                instructions: 0,
-            },
-        );
-        context
     }
 
     fn func(&self, name: &str) -> Option<Func> {
@@ -985,107 +927,12 @@ impl Canister {
         data.api.sys.cycles = (data.api.sys.cycles + msg.cycles_accepted)
             .saturating_sub(msg.cycles_burned + msg.cycles_sent);
         let calls = std::mem::take(&mut msg.calls);
-        let time = data.api.sys.time;
-        let self_id = data.api.sys.canister_id.clone();
+        let accepted = msg.cycles_accepted;
         let Some(context) = context else { return };
-        if let Some(charging) = self.settings.charging {
-            // The request fee of every call made (method name + payload); the response's
-            // transmission is charged when it arrives (`deliver_response`).
-            let fees: u128 = calls
-                .iter()
-                .map(|c| {
-                    IC_2025.call_cost((c.method.len() + c.arg.len()) as u64, charging.subnet_nodes)
-                })
-                .sum();
-            self.charge(fees);
+        if let Some(ctx) = self.contexts.get_mut(&context) {
+            ctx.available_cycles = ctx.available_cycles.saturating_sub(accepted);
         }
-        for call in calls {
-            let callback = self.new_id();
-            if let Some(ctx) = self.contexts.get_mut(&context) {
-                ctx.outstanding += 1;
-            }
-            let to_self = call.callee == self_id;
-            let callee = call.callee.clone();
-            let _ = time;
-            self.callbacks.insert(callback, Callback { context, call });
-            if to_self {
-                self.queue.push_back(Task::Request { callback });
-            } else {
-                let refund = self
-                    .callbacks
-                    .get(&callback)
-                    .map(|c| c.call.cycles)
-                    .unwrap_or(0);
-                self.queue.push_back(Task::Response {
-                    callback,
-                    result: MessageResult::Reject(
-                        reject_code::DESTINATION_INVALID,
-                        format!(
-                            "Canister {} not found (the offline engine hosts one canister)",
-                            principal_text(&callee)
-                        ),
-                    ),
-                    refund,
-                });
-            }
-        }
-    }
-
-    /// Bookkeeping after an execution in `context`: replies, and closing contexts that can no
-    /// longer reply.
-    fn settle(&mut self, context: u64, exec: &mut Execution, expects_reply: bool) {
-        let Some(ctx) = self.contexts.get_mut(&context) else {
-            return;
-        };
-        let mut answer = None;
-        match &exec.result {
-            MessageResult::Reply(_) | MessageResult::Reject(..) if !ctx.replied => {
-                ctx.replied = true;
-                answer = Some(exec.result.clone());
-            }
-            MessageResult::Trap(m) if !ctx.replied && ctx.outstanding == 0 && expects_reply => {
-                ctx.replied = true;
-                answer = Some(MessageResult::Reject(
-                    reject_code::CANISTER_ERROR,
-                    m.clone(),
-                ));
-            }
-            MessageResult::NoReply if !ctx.replied && ctx.outstanding == 0 && expects_reply => {
-                ctx.replied = true;
-                let m = "Canister did not reply to the call".to_string();
-                answer = Some(MessageResult::Reject(reject_code::CANISTER_ERROR, m));
-                if ctx.origin == Origin::Ingress {
-                    exec.result = answer.clone().unwrap_or(MessageResult::NoReply);
-                }
-            }
-            _ => {}
-        }
-        let origin = ctx.origin;
-        let done = ctx.replied && ctx.outstanding == 0;
-        if let Some(result) = answer {
-            match origin {
-                Origin::Ingress => {
-                    self.ingress_results.insert(context, result);
-                }
-                Origin::Canister { callback } => {
-                    self.queue.push_back(Task::Response {
-                        callback,
-                        result,
-                        refund: 0,
-                    });
-                }
-                Origin::System => {}
-            }
-        }
-        if done
-            || (origin == Origin::System
-                && self
-                    .contexts
-                    .get(&context)
-                    .is_some_and(|c| c.outstanding == 0))
-        {
-            self.contexts.remove(&context);
-        }
+        self.register_calls(context, calls);
     }
 
     fn limit_for(&self, mode: ApiType) -> u64 {
@@ -1114,6 +961,7 @@ impl Canister {
         if let Some(ctx) = self.contexts.get(&context) {
             msg.context_instructions = ctx.instructions;
             msg.already_replied = ctx.replied;
+            msg.cycles_available = ctx.available_cycles;
         }
         let mode = msg.api_type;
         self.begin(msg)?;
@@ -1265,14 +1113,29 @@ impl Canister {
         method: &str,
         arg: &[u8],
     ) -> Result<Execution, EngineError> {
-        let context = self.open_ingress_context(caller);
+        let context = self.open_context(Origin::Ingress { id: None }, caller, 0);
         let msg = self.ingress_message(mode, caller, method, arg);
         let mut exec = self.execute(name, func, &[], msg, context)?;
         self.settle(context, &mut exec, true);
         if exec.result != MessageResult::NoReply {
             self.ingress_results.remove(&context);
         }
+        // The calls it made wait in the queue for `tick`.
+        self.route_alone();
         Ok(exec)
+    }
+
+    /// The refusal of an ingress message to this canister that the IC's ingress filter would
+    /// not accept: an argument over [`crate::SizeLimits::ingress_arg_bytes`], or a message
+    /// `canister_inspect_message` does not accept (or traps on). `None` if it would be
+    /// accepted. The inspection's changes are discarded.
+    pub(crate) fn check_ingress(
+        &mut self,
+        caller: &[u8],
+        method: &str,
+        arg: &[u8],
+    ) -> Result<Option<Execution>, EngineError> {
+        self.refuse_ingress(caller, method, arg)
     }
 
     /// The refusal of an ingress message the IC would not execute: an argument over the size
@@ -1354,44 +1217,6 @@ impl Canister {
         }))
     }
 
-    /// Calls update method `method` and then runs [`Self::tick`] until its call context is
-    /// answered (for methods that await calls). Returns the final answer and every execution
-    /// (the first is the update itself). Time does not advance.
-    pub fn update_and_wait(
-        &mut self,
-        method: &str,
-        arg: &[u8],
-    ) -> Result<(MessageResult, Vec<Execution>), EngineError> {
-        self.update_and_wait_as(ANONYMOUS, method, arg)
-    }
-
-    /// Like [`Self::update_and_wait`] with an explicit caller (principal bytes). The answer of a
-    /// trap after the first execution (e.g. in a callback) is a `Reject` with
-    /// [`reject_code::CANISTER_ERROR`] and the trap message, as the caller would receive it.
-    pub fn update_and_wait_as(
-        &mut self,
-        caller: &[u8],
-        method: &str,
-        arg: &[u8],
-    ) -> Result<(MessageResult, Vec<Execution>), EngineError> {
-        let context = self.next_id;
-        let first = self.update_as(caller, method, arg)?;
-        if first.result != MessageResult::NoReply {
-            return Ok((first.result.clone(), vec![first]));
-        }
-        let mut all = vec![first];
-        loop {
-            if let Some(r) = self.ingress_results.remove(&context) {
-                return Ok((r, all));
-            }
-            if self.queue.is_empty() {
-                return Ok((MessageResult::NoReply, all));
-            }
-            let more = self.drain_queue(1)?;
-            all.extend(more);
-        }
-    }
-
     /// Calls query method `method` with `arg` as the anonymous principal (non-replicated: its
     /// changes to heap, globals and stable memory are discarded; 5 B instruction limit on
     /// application subnets).
@@ -1417,269 +1242,13 @@ impl Canister {
                 method,
             ));
         };
-        let context = self.open_ingress_context(caller);
+        let context = self.open_context(Origin::Ingress { id: None }, caller, 0);
         let msg = self.ingress_message(mode, caller, method, arg);
         let mut exec = self.execute(name, func, &[], msg, context)?;
         self.settle(context, &mut exec, true);
         self.contexts.remove(&context);
         self.ingress_results.remove(&context);
         Ok(exec)
-    }
-
-    /// Runs `canister_heartbeat` (if exported), then the global timer if its deadline has
-    /// passed (engine time ≥ deadline), then delivers queued self-calls and responses (running
-    /// callbacks and cleanups) until the queue is empty. Returns every execution in order.
-    pub fn tick(&mut self) -> Result<Vec<Execution>, EngineError> {
-        let mut out = Vec::new();
-        if self.func("canister_heartbeat").is_some() {
-            out.push(self.run_system_task(ApiType::Heartbeat, "canister_heartbeat")?);
-        }
-        let (timer, time) = (
-            self.store.data().api.sys.timer,
-            self.store.data().api.sys.time,
-        );
-        if timer != 0 && time >= timer {
-            self.store.data_mut().api.sys.timer = 0;
-            if self.func("canister_global_timer").is_some() {
-                out.push(self.run_system_task(ApiType::GlobalTimer, "canister_global_timer")?);
-            }
-        }
-        out.extend(self.drain_queue(MAX_TICK_EXECUTIONS)?);
-        Ok(out)
-    }
-
-    /// Runs the system task `entry` (`canister_heartbeat` or `canister_global_timer`, exported)
-    /// in a call context of its own, whose caller is the management canister.
-    fn run_system_task(&mut self, kind: ApiType, entry: &str) -> Result<Execution, EngineError> {
-        let func = self
-            .func(entry)
-            .ok_or_else(|| EngineError::Module(format!("export `{entry}` vanished")))?;
-        let context = self.new_id();
-        self.contexts.insert(
-            context,
-            CallContext {
-                origin: Origin::System,
-                caller: Vec::new(),
-                replied: false,
-                outstanding: 0,
-                instructions: 0,
-            },
-        );
-        let msg = MessageCtx::new(kind, self.limit_for(kind));
-        let mut exec = self.execute(entry.into(), func, &[], msg, context)?;
-        self.settle(context, &mut exec, false);
-        Ok(exec)
-    }
-
-    /// Processes up to `max` queued tasks.
-    fn drain_queue(&mut self, max: usize) -> Result<Vec<Execution>, EngineError> {
-        let mut out = Vec::new();
-        let mut n = 0;
-        while let Some(task) = self.queue.pop_front() {
-            n += 1;
-            if n > max {
-                if max == MAX_TICK_EXECUTIONS {
-                    return Err(EngineError::QueueDidNotDrain(max));
-                }
-                self.queue.push_front(task);
-                break;
-            }
-            match task {
-                Task::Request { callback } => out.push(self.deliver_request(callback)?),
-                Task::Response {
-                    callback,
-                    result,
-                    refund,
-                } => out.extend(self.deliver_response(callback, result, refund)?),
-            }
-        }
-        Ok(out)
-    }
-
-    fn deliver_request(&mut self, callback: u64) -> Result<Execution, EngineError> {
-        let Some(cb) = self.callbacks.get(&callback) else {
-            return Err(EngineError::Module(format!("unknown callback {callback}")));
-        };
-        let call = cb.call.clone();
-        let (name, mode) = if self
-            .func(&format!("canister_update {}", call.method))
-            .is_some()
-        {
-            (format!("canister_update {}", call.method), ApiType::Update)
-        } else if self
-            .func(&format!("canister_query {}", call.method))
-            .is_some()
-        {
-            (
-                format!("canister_query {}", call.method),
-                ApiType::ReplicatedQuery,
-            )
-        } else {
-            let exec = Self::method_not_found(
-                format!("canister_update {}", call.method),
-                "update",
-                &call.method,
-            );
-            if let MessageResult::Reject(code, m) = &exec.result {
-                self.queue.push_back(Task::Response {
-                    callback,
-                    result: MessageResult::Reject(*code, m.clone()),
-                    refund: call.cycles,
-                });
-            }
-            return Ok(exec);
-        };
-        let func = self
-            .func(&name)
-            .ok_or_else(|| EngineError::Module(format!("export `{name}` vanished")))?;
-        let context = self.new_id();
-        self.contexts.insert(
-            context,
-            CallContext {
-                origin: Origin::Canister { callback },
-                caller: self.store.data().api.sys.canister_id.clone(),
-                replied: false,
-                outstanding: 0,
-                instructions: 0,
-            },
-        );
-        let mut msg = MessageCtx::new(mode, self.limit_for(mode));
-        msg.method_name = call.method.clone();
-        msg.arg = call.arg.clone();
-        msg.caller = self.store.data().api.sys.canister_id.clone();
-        msg.cycles_available = call.cycles;
-        msg.deadline = match call.timeout_seconds {
-            Some(s) => self
-                .store
-                .data()
-                .api
-                .sys
-                .time
-                .saturating_add(s as u64 * 1_000_000_000),
-            None => 0,
-        };
-        let mut exec = self.execute(name, func, &[], msg, context)?;
-        self.settle(context, &mut exec, true);
-        Ok(exec)
-    }
-
-    fn table_func(&mut self, index: u32) -> Option<Func> {
-        let table = self.handles.table?;
-        match table.get(&mut self.store, index as u64)? {
-            Ref::Func(f) => f,
-            _ => None,
-        }
-    }
-
-    fn env_val(&self, env: u64) -> Val {
-        if self.program.inner.info.memory64 {
-            Val::I64(env as i64)
-        } else {
-            Val::I32(env as u32 as i32)
-        }
-    }
-
-    fn deliver_response(
-        &mut self,
-        callback: u64,
-        result: MessageResult,
-        refund: u128,
-    ) -> Result<Vec<Execution>, EngineError> {
-        let Some(cb) = self.callbacks.remove(&callback) else {
-            return Err(EngineError::Module(format!("unknown callback {callback}")));
-        };
-        if let Some(charging) = self.settings.charging {
-            // Of the prepaid transmission of the largest response, the response's own bytes
-            // are kept (reply data, or the reject message).
-            let bytes = match &result {
-                MessageResult::Reply(b) => b.len(),
-                MessageResult::Reject(_, m) | MessageResult::Trap(m) => m.len(),
-                MessageResult::NoReply => 0,
-            };
-            self.charge(IC_2025.response_transmission_cost(bytes as u64, charging.subnet_nodes));
-        }
-        let context = cb.context;
-        if let Some(ctx) = self.contexts.get_mut(&context) {
-            ctx.outstanding = ctx.outstanding.saturating_sub(1);
-        }
-        let origin_expects_reply = self
-            .contexts
-            .get(&context)
-            .is_some_and(|c| c.origin != Origin::System);
-        let caller = self
-            .contexts
-            .get(&context)
-            .map(|c| c.caller.clone())
-            .unwrap_or_default();
-        let (mode, (fun, env), entry) = match &result {
-            MessageResult::Reply(_) => (ApiType::ReplyCallback, cb.call.on_reply, "reply_callback"),
-            _ => (
-                ApiType::RejectCallback,
-                cb.call.on_reject,
-                "reject_callback",
-            ),
-        };
-        let mut msg = MessageCtx::new(mode, self.limit_for(mode));
-        msg.caller = caller.clone();
-        msg.cycles_refunded = refund;
-        match &result {
-            MessageResult::Reply(bytes) => msg.arg = bytes.clone(),
-            MessageResult::Reject(code, m) => msg.reject = Some((*code, m.clone())),
-            MessageResult::Trap(m) => msg.reject = Some((reject_code::CANISTER_ERROR, m.clone())),
-            MessageResult::NoReply => {
-                msg.reject = Some((reject_code::CANISTER_ERROR, "no reply".into()))
-            }
-        }
-        let mut out = Vec::new();
-        let mut exec = match self.table_func(fun) {
-            Some(func) => {
-                let env = self.env_val(env);
-                self.execute(entry.into(), func, &[env], msg, context)?
-            }
-            None => Execution {
-                entry: entry.into(),
-                result: MessageResult::Trap(format!(
-                    "Canister requested to invoke a non-existent Wasm function {fun} from table 0"
-                )),
-                instructions: 0,
-                billed_instructions: 0,
-                heap_dirty_pages: 0,
-                stable_dirty_pages: 0,
-                logs: Vec::new(),
-                wall_time: Duration::ZERO,
-            },
-        };
-        let trapped = exec.result.is_trap();
-        if trapped {
-            // The callback's changes are gone; the cleanup callback runs on the state before it.
-            if let Some((cfun, cenv)) = cb.call.on_cleanup {
-                let func = self.table_func(cfun);
-                if let Some(func) = func {
-                    let env = self.env_val(cenv);
-                    let mut msg =
-                        MessageCtx::new(ApiType::Cleanup, self.limit_for(ApiType::Cleanup));
-                    msg.caller = caller;
-                    let mut cleanup = self.execute("cleanup".into(), func, &[env], msg, context)?;
-                    if let MessageResult::Trap(cm) = &cleanup.result {
-                        let joined = format!(
-                            "{}\n\ncall_on_cleanup also failed:\n\n{cm}",
-                            trap_text(&exec.result)
-                        );
-                        exec.result = MessageResult::Trap(joined);
-                    }
-                    if !cleanup.result.is_trap() {
-                        cleanup.result = MessageResult::NoReply;
-                    }
-                    self.settle(context, &mut exec, origin_expects_reply);
-                    out.push(exec);
-                    out.push(cleanup);
-                    return Ok(out);
-                }
-            }
-        }
-        self.settle(context, &mut exec, origin_expects_reply);
-        out.push(exec);
-        Ok(out)
     }
 
     /// The Candid interface the canister reports: calls the exported `get_candid_pointer`
