@@ -90,6 +90,8 @@ pub(crate) struct ProgramInner {
     pub(crate) pre: InstancePre<StoreData>,
     pub(crate) info: ModuleInfo,
     pub(crate) sha256: [u8; 32],
+    /// Size of the input wasm (what the IC counts as the module's memory).
+    pub(crate) wasm_size: u64,
     pub(crate) from_cache: bool,
     /// Function names for the profiler, when loaded with [`Engine::load_profiled`].
     pub(crate) profile_names: Option<Arc<[String]>>,
@@ -113,6 +115,11 @@ impl Program {
     /// SHA-256 of the input wasm, hex encoded (the module hash the IC reports).
     pub fn sha256_hex(&self) -> String {
         hex::encode(self.inner.sha256)
+    }
+
+    /// Size of the wasm module in bytes (as loaded, before instrumentation).
+    pub fn wasm_size(&self) -> u64 {
+        self.inner.wasm_size
     }
 
     /// True if the compiled module came from the on-disk cache.
@@ -255,6 +262,7 @@ impl Engine {
                 pre,
                 info: instrumented.info,
                 sha256,
+                wasm_size: wasm.len() as u64,
                 from_cache,
                 profile_names,
             }),

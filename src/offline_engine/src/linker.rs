@@ -24,6 +24,66 @@ pub(crate) struct DirtyMapMemory {
     pub layout: DirtyMap,
 }
 
+/// The limits on heap growth (`memory.grow`), which wasmtime consults through
+/// [`wasmtime::ResourceLimiter`]: the canister's `wasm_memory_limit` in the executions the
+/// replica enforces it in, and its memory allocation (heap, stable memory and module together).
+/// A growth beyond either traps, with the replica's error, as `memory.grow` does there; a
+/// growth beyond the module's own maximum (4 GiB for a 32-bit heap) returns -1.
+#[derive(Debug, Default)]
+pub(crate) struct MemoryLimiter {
+    /// Enforce the limits (during a message; not when the engine restores a heap).
+    pub active: bool,
+    /// `wasm_memory_limit` in bytes (0: none), enforced when `enforce_wasm_limit` is set.
+    pub wasm_memory_limit: u64,
+    pub enforce_wasm_limit: bool,
+    /// Memory allocation in bytes (0: none).
+    pub memory_allocation: u64,
+    /// Stable memory and module bytes, which share the allocation with the heap.
+    pub other_bytes: u64,
+    /// Why the last growth trapped.
+    pub trap: Option<TrapCause>,
+}
+
+impl wasmtime::ResourceLimiter for MemoryLimiter {
+    fn memory_growing(
+        &mut self,
+        current: usize,
+        desired: usize,
+        maximum: Option<usize>,
+    ) -> wasmtime::Result<bool> {
+        // Instantiation creates the memories (from 0); the module's maximum is wasmtime's.
+        if !self.active || current == 0 || maximum.is_some_and(|m| desired > m) {
+            return Ok(true);
+        }
+        let desired = desired as u64;
+        let limit = self.wasm_memory_limit;
+        let cause = if self.enforce_wasm_limit && limit != 0 && desired > limit {
+            TrapCause::WasmMemoryLimitExceeded {
+                bytes: desired,
+                limit,
+            }
+        } else if self.memory_allocation != 0
+            && desired.saturating_add(self.other_bytes) > self.memory_allocation
+        {
+            TrapCause::OutOfMemory
+        } else {
+            return Ok(true);
+        };
+        let message = cause.to_string();
+        self.trap = Some(cause);
+        Err(wasmtime::Error::msg(message))
+    }
+
+    fn table_growing(
+        &mut self,
+        _current: usize,
+        _desired: usize,
+        _maximum: Option<usize>,
+    ) -> wasmtime::Result<bool> {
+        Ok(true)
+    }
+}
+
 /// The wasmtime store data: the instance's handles, the System API and the profiler.
 pub(crate) struct StoreData {
     pub counter: Option<Global>,
@@ -33,6 +93,8 @@ pub(crate) struct StoreData {
     /// The current message's profile, when the program is profiled.
     pub profiler: Option<Box<ProfState>>,
     pub api: SystemApi,
+    /// The limits on heap growth.
+    pub limiter: MemoryLimiter,
     /// Exported functions of the current instance, by export name.
     pub funcs: HashMap<String, wasmtime::Func>,
 }
@@ -861,6 +923,24 @@ fn stable_write(c: &mut C<'_>, offset: u64, src: u64, len: u64, api32: bool) -> 
     with_heap(c, |api, heap| api.stable_write(offset, src, len, heap))
 }
 
+/// Grows stable memory within the allocation left by the heap and the module, and tells the
+/// heap's limiter the new size.
+fn stable_grow(c: &mut C<'_>, pages: u64, api32: bool) -> R<i64> {
+    let heap_bytes = match c.data().memory {
+        Some(m) => m.data_size(&*c) as u64,
+        None => 0,
+    };
+    let result = with_api(c, |api| api.stable_grow(pages, api32, heap_bytes))?;
+    let data = c.data_mut();
+    data.limiter.other_bytes = data
+        .api
+        .sys
+        .stable
+        .size_bytes()
+        .saturating_add(data.api.sys.module_bytes);
+    Ok(result)
+}
+
 fn add_stable_functions(linker: &mut Linker<StoreData>) -> wasmtime::Result<()> {
     define(linker, "stable_size", |mut c: C<'_>| -> R<u32> {
         charge(&mut c, overhead_native::STABLE_SIZE)?;
@@ -875,7 +955,7 @@ fn add_stable_functions(linker: &mut Linker<StoreData>) -> wasmtime::Result<()> 
         "stable_grow",
         |mut c: C<'_>, pages: u32| -> R<i32> {
             charge(&mut c, overhead_native::STABLE_GROW)?;
-            with_api(&mut c, |api| api.stable_grow(pages as u64, true)).map(|n| n as i32)
+            stable_grow(&mut c, pages as u64, true).map(|n| n as i32)
         },
     )?;
     define(
@@ -883,7 +963,7 @@ fn add_stable_functions(linker: &mut Linker<StoreData>) -> wasmtime::Result<()> 
         "stable64_grow",
         |mut c: C<'_>, pages: u64| -> R<i64> {
             charge(&mut c, overhead_native::STABLE_GROW)?;
-            with_api(&mut c, |api| api.stable_grow(pages, false))
+            stable_grow(&mut c, pages, false)
         },
     )?;
     define(
@@ -941,10 +1021,13 @@ mod tests {
                     debug_print_enabled: true,
                     stable: StableMemory::default(),
                     max_stable_pages: MAX_STABLE_WASM_PAGES,
+                    memory_allocation: 0,
+                    module_bytes: 0,
                 },
                 msg: MessageCtx::new(ApiType::Update, 0),
                 trap: None,
             },
+            limiter: MemoryLimiter::default(),
             funcs: Default::default(),
         }
     }

@@ -25,7 +25,7 @@ use crate::heap::{DirtyMap, HeapShadow, take_written_pages};
 use crate::instrument::{
     COUNTER_EXPORT, DIRTY_MAP_EXPORT, MEMORY_EXPORT, START_EXPORT, TABLE_EXPORT,
 };
-use crate::linker::{DirtyMapMemory, StoreData};
+use crate::linker::{DirtyMapMemory, MemoryLimiter, StoreData};
 use crate::messages::CanisterMessage;
 use crate::profile::{ProfState, Profile};
 use crate::queues::InputQueues;
@@ -94,10 +94,13 @@ fn placeholder_data() -> StoreData {
                 debug_print_enabled: false,
                 stable: StableMemory::default(),
                 max_stable_pages: MAX_STABLE_WASM_PAGES,
+                memory_allocation: 0,
+                module_bytes: 0,
             },
             msg: MessageCtx::new(ApiType::Update, 0),
             trap: None,
         },
+        limiter: MemoryLimiter::default(),
         funcs: HashMap::new(),
     }
 }
@@ -108,6 +111,7 @@ fn instantiate(
     data: StoreData,
 ) -> Result<(Store<StoreData>, Handles), EngineError> {
     let mut store = Store::new(engine, data);
+    store.limiter(|data| &mut data.limiter);
     let instance: Instance = program.inner.pre.instantiate(&mut store)?;
     let memory = instance.get_memory(&mut store, MEMORY_EXPORT);
     let dirty_map = instance
@@ -155,6 +159,15 @@ fn instantiate(
             globals,
         },
     ))
+}
+
+/// The heap limits of a canister with `settings`.
+fn limiter_for(settings: &Settings) -> MemoryLimiter {
+    MemoryLimiter {
+        wasm_memory_limit: settings.wasm_memory_limit,
+        memory_allocation: settings.memory_allocation,
+        ..MemoryLimiter::default()
+    }
 }
 
 /// Runs `f` on a thread with a large native stack (canister code may use up to 5 MiB of wasm stack).
@@ -226,10 +239,13 @@ impl Canister {
                     debug_print_enabled: settings.debug_print_enabled,
                     stable: StableMemory::default(),
                     max_stable_pages: MAX_STABLE_WASM_PAGES,
+                    memory_allocation: settings.memory_allocation,
+                    module_bytes: program.wasm_size(),
                 },
                 msg: MessageCtx::new(ApiType::Init, 0),
                 trap: None,
             },
+            limiter: limiter_for(&settings),
             funcs: HashMap::new(),
         };
         let (mut store, handles) = instantiate(&engine.wasmtime, program, data)?;
@@ -349,6 +365,26 @@ impl Canister {
     pub fn set_controllers(&mut self, controllers: Vec<Vec<u8>>) {
         self.store.data_mut().api.sys.controllers = controllers.clone();
         self.settings.controllers = controllers;
+    }
+
+    /// Sets the canister's `wasm_memory_limit` and memory allocation in bytes (0: none) from the
+    /// next message on, as the management canister's `update_settings` does
+    /// ([`Settings::wasm_memory_limit`], [`Settings::memory_allocation`]).
+    pub fn set_memory_limits(&mut self, wasm_memory_limit: u64, memory_allocation: u64) {
+        self.settings.wasm_memory_limit = wasm_memory_limit;
+        self.settings.memory_allocation = memory_allocation;
+        let data = self.store.data_mut();
+        data.api.sys.memory_allocation = memory_allocation;
+        data.limiter.wasm_memory_limit = wasm_memory_limit;
+        data.limiter.memory_allocation = memory_allocation;
+    }
+
+    /// The memory the canister uses, as the memory allocation counts it: heap, stable memory
+    /// and the module.
+    pub fn memory_usage(&self) -> u64 {
+        self.heap_size_bytes()
+            .saturating_add(self.stable_size_bytes())
+            .saturating_add(self.program.wasm_size())
     }
 
     /// Cross-checks the heap dirty-page tracking on every later message: the count of the
@@ -489,8 +525,42 @@ impl Canister {
 
     /// Calls `func` within the current message; returns the trap message if it trapped.
     fn call(&mut self, func: Func, params: &[Val]) -> Result<Option<String>, EngineError> {
+        {
+            let data = self.store.data_mut();
+            let enforce = matches!(
+                data.api.msg.api_type,
+                ApiType::Update
+                    | ApiType::ReplicatedQuery
+                    | ApiType::ReplyCallback
+                    | ApiType::RejectCallback
+                    | ApiType::Cleanup
+                    | ApiType::Heartbeat
+                    | ApiType::GlobalTimer
+            );
+            let other = data
+                .api
+                .sys
+                .stable
+                .size_bytes()
+                .saturating_add(data.api.sys.module_bytes);
+            let limiter = &mut data.limiter;
+            limiter.active = true;
+            limiter.enforce_wasm_limit = enforce;
+            limiter.other_bytes = other;
+            limiter.trap = None;
+        }
         let store = &mut self.store;
         let result = on_big_stack(move || func.call(store, params, &mut []))?;
+        let grow_trap = {
+            let limiter = &mut self.store.data_mut().limiter;
+            limiter.active = false;
+            limiter.trap.take()
+        };
+        if let Some(cause) = grow_trap
+            && self.store.data().api.trap.is_none()
+        {
+            self.store.data_mut().api.trap = Some(cause);
+        }
         if self.store.data().profiler.is_some() {
             let used = self.used();
             if let Some(p) = self.store.data_mut().profiler.as_mut() {
@@ -694,6 +764,49 @@ impl Canister {
         self.finish(entry_label.to_string(), trap, instructions, started, None)
     }
 
+    /// Reinstalls the canister with `program` (install_code's `reinstall` mode): a fresh instance
+    /// with an empty stable memory runs `canister_start` and `canister_init(arg)` as one install
+    /// message; heap, globals, stable memory, certified data and the global timer of the old
+    /// code are gone. The canister keeps its id, controllers, cycles, settings and the calls in
+    /// flight (their callbacks run in the new code's table, as after an upgrade). No
+    /// `canister_pre_upgrade` runs. If init traps, the canister keeps its old code and state and
+    /// the returned execution has a `Trap` result. Charged as an install.
+    pub fn reinstall(
+        &mut self,
+        engine: &Engine,
+        program: &Program,
+        arg: &[u8],
+    ) -> Result<Execution, EngineError> {
+        let settings = Settings {
+            cycles: self.cycles(),
+            time_ns: self.time(),
+            ..self.settings.clone()
+        };
+        match Canister::install(engine, program, arg, settings) {
+            Ok((mut fresh, exec)) => {
+                let version = self.store.data().api.sys.version;
+                // The new state, with this canister's calls in flight and ids.
+                fresh.store.data_mut().api.sys.version = version + 1;
+                fresh.inputs = std::mem::take(&mut self.inputs);
+                fresh.outputs = std::mem::take(&mut self.outputs);
+                fresh.contexts = std::mem::take(&mut self.contexts);
+                fresh.callbacks = std::mem::take(&mut self.callbacks);
+                fresh.ingress_results = std::mem::take(&mut self.ingress_results);
+                fresh.completed_ingress = std::mem::take(&mut self.completed_ingress);
+                fresh.next_id = self.next_id;
+                fresh.check_dirty_pages = self.check_dirty_pages;
+                *self = fresh;
+                Ok(exec)
+            }
+            Err(EngineError::InstallFailed(exec)) => {
+                // The IC charges a failed install's instructions too.
+                self.charge_execution(ApiType::Init, &exec);
+                Ok(*exec)
+            }
+            Err(e) => Err(e),
+        }
+    }
+
     /// Upgrades to `program`: `canister_pre_upgrade` on the old instance, then a fresh instance
     /// (new heap and globals, stable memory kept) running `canister_start` and
     /// `canister_post_upgrade(arg)`, all within one install limit. The global timer is
@@ -752,7 +865,10 @@ impl Canister {
         let mut data = placeholder_data();
         data.api.sys = sys;
         let old_timer = data.api.sys.timer;
+        let old_module_bytes = data.api.sys.module_bytes;
         data.api.sys.timer = 0;
+        data.api.sys.module_bytes = program.wasm_size();
+        data.limiter = limiter_for(&self.settings);
         let old_program = std::mem::replace(&mut self.program, program.clone());
         let (new_store, new_handles) = match instantiate(&self.engine, program, data) {
             Ok(x) => x,
@@ -796,6 +912,7 @@ impl Canister {
             self.program = old_program;
             self.store.data_mut().api.sys = sys;
             self.store.data_mut().api.sys.timer = old_timer;
+            self.store.data_mut().api.sys.module_bytes = old_module_bytes;
             // Undo the pre-upgrade heap changes.
             self.restore_heap(&pre_pages, "failed upgrade")?;
             for (g, v) in self

@@ -69,6 +69,13 @@ pub(crate) enum TrapCause {
     StableOutOfBounds,
     StableTooBigFor32Bit,
     MemoryAccessLimit(String),
+    /// The heap grew beyond the canister's `wasm_memory_limit` (`bytes` the size it asked for).
+    WasmMemoryLimitExceeded {
+        bytes: u64,
+        limit: u64,
+    },
+    /// The heap grew beyond what the canister's memory allocation leaves.
+    OutOfMemory,
 }
 
 impl std::fmt::Display for TrapCause {
@@ -94,6 +101,19 @@ impl std::fmt::Display for TrapCause {
             TrapCause::MemoryAccessLimit(s) => {
                 write!(f, "Canister exceeded memory access limits: {s}")
             }
+            // `HypervisorError::WasmMemoryLimitExceeded` and `OutOfMemory` in the replica's
+            // `rs/interfaces/src/execution_environment/errors.rs`.
+            TrapCause::WasmMemoryLimitExceeded { bytes, limit } => write!(
+                f,
+                "Canister exceeded its current Wasm memory limit of {limit} bytes. \
+                 The peak Wasm memory usage was {bytes} bytes. \
+                 If the canister reaches 4GiB, then it may stop functioning and may become unrecoverable. \
+                 Please reach out to the canister owner to investigate the reason for the increased memory usage. \
+                 It might be necessary to move data from the Wasm memory to the stable memory. \
+                 If such high Wasm memory usage is expected and safe, then the developer can increase \
+                 the Wasm memory limit in the canister settings."
+            ),
+            TrapCause::OutOfMemory => write!(f, "Canister cannot grow its memory usage."),
         }
     }
 }
@@ -230,6 +250,11 @@ pub(crate) struct SystemState {
     pub stable: StableMemory,
     /// Most stable memory the canister may have, in 64 KiB pages.
     pub max_stable_pages: u64,
+    /// The memory allocation in bytes (0: none): heap, stable memory and module together may
+    /// not grow beyond it.
+    pub memory_allocation: u64,
+    /// Size of the installed module, which counts towards the memory allocation.
+    pub module_bytes: u64,
 }
 
 /// The System API of one canister: its state, the current message's, and why the message
@@ -876,14 +901,21 @@ impl SystemApi {
         Ok(self.sys.stable.size_pages())
     }
 
-    /// Grows stable memory by `pages`; the previous size in pages, or -1.
-    pub fn stable_grow(&mut self, pages: u64, api32: bool) -> Api<i64> {
+    /// Grows stable memory by `pages`; the previous size in pages, or -1 when it would pass
+    /// its maximum or what the memory allocation leaves besides `heap_bytes` and the module (the
+    /// replica's `StableGrowOutcome::Failure`).
+    pub fn stable_grow(&mut self, pages: u64, api32: bool, heap_bytes: u64) -> Api<i64> {
         self.check_32bit(api32)?;
-        let max = if api32 {
+        let mut max = if api32 {
             MAX_32BIT_WASM_PAGES.min(self.sys.max_stable_pages)
         } else {
             self.sys.max_stable_pages
         };
+        let allocation = self.sys.memory_allocation;
+        if allocation != 0 {
+            let others = heap_bytes.saturating_add(self.sys.module_bytes);
+            max = max.min(allocation.saturating_sub(others) / crate::stable::WASM_PAGE);
+        }
         Ok(self.sys.stable.grow(pages, max))
     }
 
