@@ -28,10 +28,12 @@
 //! `rs/config/src/subnet_config.rs`). A message runs to its end in one go (no deterministic time
 //! slicing), so a round may go beyond its budget by the last message.
 //!
-//! Messages to canisters the subnet does not host go out ([`Subnet::take_outgoing`]) when the
-//! subnet is part of a network ([`SubnetConfig::routes_out`]); otherwise they are answered with
-//! `Canister <id> not found` (reject code 3), as the replica answers a call to a canister id of
-//! its own range that no canister has.
+//! Messages to canisters outside the subnet's range go out ([`Subnet::take_outgoing`]) when the
+//! subnet is part of a network ([`SubnetConfig::routes_out`]): whoever hosts the subnets routes
+//! them to the subnet that hosts the receiver, which inducts them at its next round
+//! ([`Subnet::induct_remote`]), as the IC's streams between subnets do. A message to a canister id
+//! of its own range that no canister has, or to any canister it does not host when it routes
+//! nothing out, is answered with `Canister <id> not found` (reject code 3).
 
 use std::collections::{BTreeMap, VecDeque};
 
@@ -160,6 +162,8 @@ pub struct Subnet {
     pending: Vec<CanisterMessage>,
     /// Messages to canisters of other subnets.
     outgoing: Vec<CanisterMessage>,
+    /// The canister ids the subnet's range holds (first and last, inclusive), if set.
+    range: Option<(Vec<u8>, Vec<u8>)>,
     time: u64,
     round: u64,
 }
@@ -193,6 +197,7 @@ impl Subnet {
             pool: VecDeque::new(),
             pending: Vec::new(),
             outgoing: Vec::new(),
+            range: None,
             time: time_ns,
             round: 0,
         }
@@ -217,6 +222,21 @@ impl Subnet {
             if let Some(c) = &mut slot.canister {
                 c.advance_time(now.saturating_sub(c.time()));
             }
+        }
+    }
+
+    /// The range of canister ids the subnet hosts (first and last id, inclusive; ids compare
+    /// as bytes, as the IC's canister id ranges do). A message to an id of the range that no
+    /// canister has is rejected here (`Canister <id> not found`); with
+    /// [`SubnetConfig::routes_out`], a message to an id outside the range goes out.
+    pub fn set_canister_range(&mut self, first: Vec<u8>, last: Vec<u8>) {
+        self.range = Some((first, last));
+    }
+
+    fn in_range(&self, id: &[u8]) -> bool {
+        match &self.range {
+            Some((first, last)) => first.as_slice() <= id && id <= last.as_slice(),
+            None => false,
         }
     }
 
@@ -411,7 +431,10 @@ impl Subnet {
     /// out (or are rejected when the subnet routes nothing out).
     fn route(&mut self, message: CanisterMessage) {
         let receiver = message.receiver().to_vec();
-        if !self.slots.contains_key(&receiver) && self.config.routes_out {
+        if !self.slots.contains_key(&receiver)
+            && self.config.routes_out
+            && !self.in_range(&receiver)
+        {
             self.outgoing.push(message);
             return;
         }

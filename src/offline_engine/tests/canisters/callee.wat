@@ -1,6 +1,6 @@
 ;; The canister the caller calls: replies, rejects, traps after changing its state, accepts
-;; cycles, does not answer, reports the call's deadline, and answers slowly (through a chain of
-;; calls to itself).
+;; cycles, does not answer, reports the call's deadline, answers slowly (through a chain of
+;; calls to itself), and counts its own instructions (`work`).
 (module
   (import "ic0" "msg_arg_data_size" (func $arg_size (result i32)))
   (import "ic0" "msg_arg_data_copy" (func $arg_copy (param i32 i32 i32)))
@@ -19,6 +19,7 @@
   (import "ic0" "stable64_grow" (func $stable_grow (param i64) (result i64)))
   (import "ic0" "stable64_write" (func $stable_write (param i64 i64 i64)))
   (import "ic0" "stable64_size" (func $stable_size (result i64)))
+  (import "ic0" "performance_counter" (func $pc (param i32) (result i64)))
   (memory 2)
   (table 2 funcref)
   (elem (i32.const 0) $relay $relay_reject)
@@ -77,6 +78,19 @@
         (i32.store (i32.const 2000) (i32.sub (i32.load (i32.const 2000)) (i32.const 1)))
         (call $call_append (i32.const 2000) (i32.const 4))
         (drop (call $perform)))))
+  ;; `work(n)`: a loop of n iterations; replies with the instructions executed so far (i64 LE).
+  (func (export "canister_update work")
+    (local $i i32) (local $n i32)
+    (call $arg_copy (i32.const 2000) (i32.const 0) (i32.const 4))
+    (local.set $n (i32.load (i32.const 2000)))
+    (block $done
+      (loop $l
+        (br_if $done (i32.ge_u (local.get $i) (local.get $n)))
+        (local.set $i (i32.add (local.get $i) (i32.const 1)))
+        (br $l)))
+    (i64.store (i32.const 2000) (call $pc (i32.const 0)))
+    (call $append (i32.const 2000) (i32.const 8))
+    (call $reply))
   (func $relay (param $env i32)
     (call $arg_copy (i32.const 4000) (i32.const 0) (call $arg_size))
     (call $append (i32.const 4000) (call $arg_size))
