@@ -411,3 +411,16 @@ fn every_cell_of_the_matrix_holds() {
         wrong.join("\n")
     );
 }
+
+#[test]
+fn metering_md_shows_the_matrix() {
+    let doc = std::fs::read_to_string(
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("METERING.md"),
+    )
+    .unwrap();
+    let table = offline_engine::system_api::availability::markdown_table();
+    assert!(
+        doc.contains(&table),
+        "METERING.md lacks the current matrix; put this table in §3:\n{table}"
+    );
+}

@@ -325,6 +325,37 @@ pub fn not_available_message(function: &str, kind: ApiType) -> String {
     format!("\"ic0_{function}\" cannot be executed in {kind} mode")
 }
 
+/// The matrix as a Markdown table (the one in `METERING.md`): one row per set of functions
+/// available in the same kinds of execution, one column per kind (`✓` where available).
+pub fn markdown_table() -> String {
+    let mut groups: Vec<(Kinds, Vec<&str>)> = Vec::new();
+    for (name, kinds) in MATRIX {
+        match groups.iter_mut().find(|(k, _)| k == kinds) {
+            Some((_, names)) => names.push(name),
+            None => groups.push((*kinds, vec![name])),
+        }
+    }
+    let header: Vec<String> = ApiType::ALL
+        .iter()
+        .map(|k| k.name().replace(' ', "&nbsp;"))
+        .collect();
+    let mut out = format!("| `ic0` functions | {} |\n", header.join(" | "));
+    out.push_str(&format!("|---|{}\n", ":-:|".repeat(ApiType::ALL.len())));
+    for (kinds, names) in groups {
+        let names: Vec<String> = names.iter().map(|n| format!("`{n}`")).collect();
+        let cells: Vec<&str> = ApiType::ALL
+            .iter()
+            .map(|k| if kinds.contains(*k) { "✓" } else { "" })
+            .collect();
+        out.push_str(&format!(
+            "| {} | {} |\n",
+            names.join(", "),
+            cells.join(" | ")
+        ));
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
