@@ -309,15 +309,17 @@ impl Subnet {
         }
     }
 
-    /// Asks canister `id` to stop. It stops at once when no call context is open, else it is
-    /// stopping until its open contexts close (checked after every round). Returns the status.
+    /// Asks canister `id` to stop. It stops at once when no call context is open and nothing is
+    /// queued, else it is stopping: it runs the answers to its calls and refuses the requests
+    /// and ingress messages still queued (`Canister <id> is stopping`), and it stops after the
+    /// round in which its last context closed. Returns the status.
     pub fn stop(&mut self, id: &[u8]) -> Option<CanisterStatus> {
         let slot = self.slots.get_mut(id)?;
-        let open = slot
+        let busy = slot
             .canister
             .as_ref()
-            .map_or(0, Canister::open_call_contexts);
-        slot.status = if open == 0 {
+            .is_some_and(|c| c.open_call_contexts() > 0 || c.has_pending_work());
+        slot.status = if !busy {
             CanisterStatus::Stopped
         } else {
             CanisterStatus::Stopping
@@ -546,15 +548,22 @@ impl Subnet {
                 for e in &executions {
                     budget -= round_cost(e, &self.config);
                 }
-                while budget > 0
-                    && let Some(execs) = c.execute_next_input()?
-                {
+                let mut took_input = false;
+                while budget > 0 {
+                    // A stopping canister runs the answers to its calls and refuses the rest.
+                    let next = if running {
+                        c.execute_next_input()?
+                    } else {
+                        c.execute_next_input_stopping()?
+                    };
+                    let Some(execs) = next else { break };
+                    took_input = true;
                     for e in &execs {
                         budget -= round_cost(e, &self.config);
                     }
                     executions.extend(execs);
                 }
-                if !executions.is_empty() {
+                if !executions.is_empty() || took_input {
                     executed_any = true;
                 }
                 if executions.iter().any(|e| e.instructions > 0) {
@@ -607,7 +616,7 @@ impl Subnet {
                 && slot
                     .canister
                     .as_ref()
-                    .is_none_or(|c| c.open_call_contexts() == 0)
+                    .is_none_or(|c| c.open_call_contexts() == 0 && !c.has_pending_work())
             {
                 slot.status = CanisterStatus::Stopped;
                 round.stopped.push(id.clone());

@@ -62,6 +62,12 @@ pub fn outcome(
         MessageResult::Reject(code, message) if *code == reject_code::DESTINATION_INVALID => Err(
             reject(ErrorCode::CanisterNotFound, message.clone(), certified),
         ),
+        // A stopping canister refuses the ingress messages it still had queued.
+        MessageResult::Reject(_, message)
+            if *message == format!("Canister {canister} is stopping") =>
+        {
+            Err(stopping(canister, certified))
+        }
         MessageResult::Reject(_, message) | MessageResult::Trap(message) => {
             Err(canister_error(canister, message, certified))
         }

@@ -336,6 +336,40 @@ impl Canister {
         }))
     }
 
+    /// Takes the next queued message of a stopping canister: an answer to one of its calls runs;
+    /// a request or an ingress message is refused with `Canister <id> is stopping`
+    /// (`CANISTER_ERROR`, a request's cycles refunded), as the replica refuses the calls a
+    /// stopping canister still has queued. `None` when nothing is queued.
+    pub(crate) fn execute_next_input_stopping(
+        &mut self,
+    ) -> Result<Option<Vec<Execution>>, EngineError> {
+        let Some(input) = self.inputs.pop() else {
+            return Ok(None);
+        };
+        let refusal = format!("Canister {} is stopping", principal_text(&self.self_id()));
+        Ok(Some(match input {
+            Input::Response(response) => self.execute_response(response)?,
+            Input::Request(request) => {
+                self.outputs.push_back(CanisterMessage::Response(Response {
+                    originator: request.sender,
+                    respondent: request.receiver,
+                    callback: request.callback,
+                    payload: Payload::Reject(reject_code::CANISTER_ERROR, refusal),
+                    refund: request.cycles,
+                    deadline: request.deadline,
+                }));
+                Vec::new()
+            }
+            Input::Ingress(ingress) => {
+                self.completed_ingress.push((
+                    ingress.id,
+                    MessageResult::Reject(reject_code::CANISTER_ERROR, refusal),
+                ));
+                Vec::new()
+            }
+        }))
+    }
+
     /// Runs `canister_heartbeat` (if exported) and then the global timer (if due), as the first
     /// executions of a round.
     pub(crate) fn run_system_tasks(&mut self) -> Result<Vec<Execution>, EngineError> {
