@@ -9,8 +9,9 @@ use wasmtime::{InstancePre, Linker, Module};
 
 use crate::error::EngineError;
 use crate::instrument::{self, ModuleInfo};
+use crate::linker::{self, StoreData};
 use crate::profile;
-use crate::system_api::{self, StoreData};
+use crate::system_api;
 
 /// Native stack of the threads that run canister code (wasm stack limit plus room for the host).
 pub(crate) const EXECUTION_STACK: usize = 64 << 20;
@@ -89,6 +90,8 @@ pub(crate) struct ProgramInner {
     pub(crate) pre: InstancePre<StoreData>,
     pub(crate) info: ModuleInfo,
     pub(crate) sha256: [u8; 32],
+    /// Size of the input wasm (what the IC counts as the module's memory).
+    pub(crate) wasm_size: u64,
     pub(crate) from_cache: bool,
     /// Function names for the profiler, when loaded with [`Engine::load_profiled`].
     pub(crate) profile_names: Option<Arc<[String]>>,
@@ -112,6 +115,11 @@ impl Program {
     /// SHA-256 of the input wasm, hex encoded (the module hash the IC reports).
     pub fn sha256_hex(&self) -> String {
         hex::encode(self.inner.sha256)
+    }
+
+    /// Size of the wasm module in bytes (as loaded, before instrumentation).
+    pub fn wasm_size(&self) -> u64 {
+        self.inner.wasm_size
     }
 
     /// True if the compiled module came from the on-disk cache.
@@ -182,10 +190,10 @@ impl Engine {
             .parallel_compilation(true);
         let wasmtime = wasmtime::Engine::new(&cfg)?;
         let mut linker32 = Linker::new(&wasmtime);
-        system_api::add_to_linker::<u32>(&mut linker32)?;
+        linker::add_to_linker::<u32>(&mut linker32)?;
         profile::add_to_linker(&mut linker32)?;
         let mut linker64 = Linker::new(&wasmtime);
-        system_api::add_to_linker::<u64>(&mut linker64)?;
+        linker::add_to_linker::<u64>(&mut linker64)?;
         profile::add_to_linker(&mut linker64)?;
         let cache_dir = if config.cache {
             Some(config.cache_dir.unwrap_or_else(default_cache_dir))
@@ -254,6 +262,7 @@ impl Engine {
                 pre,
                 info: instrumented.info,
                 sha256,
+                wasm_size: wasm.len() as u64,
                 from_cache,
                 profile_names,
             }),

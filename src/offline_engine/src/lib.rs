@@ -1,14 +1,16 @@
 //! An embedded offline engine that runs a real Internet Computer canister wasm (after
 //! `wasi2ic`) on wasmtime with the IC's instruction metering and message semantics.
 //!
-//! It is a test and benchmark engine, not a replica: no consensus, no networking, one
-//! canister per [`Canister`]. Metering follows the replica's rules exactly
-//! (`METERING.md` in this crate, with the replica's sources): the module is instrumented per basic block with the replica's
-//! weight table ([`instrument`]), System API calls charge their fixed and per-byte costs
-//! ([`system_api`]), stable memory charges per byte and per dirty page ([`stable`]), and dirty
-//! heap pages are billed after each message ([`heap`]). A program loaded with
-//! [`Engine::load_profiled`] also records an exact per-function instruction [`Profile`] of every
-//! message ([`profile`], `PROFILING.md`).
+//! It is a test and benchmark engine, not a replica: no consensus, no networking. A
+//! [`Canister`] runs alone (its calls to itself are answered within [`Canister::tick`]); a
+//! [`Subnet`] holds several canisters and executes rounds as the replica's scheduler does, with
+//! calls between them ([`subnet`], [`messages`]). Metering follows the replica's rules exactly
+//! (`METERING.md` in this crate, with the replica's sources): the module is instrumented per basic
+//! block with the replica's weight table ([`instrument`]), System API calls charge the costs of
+//! one table and may be made where one matrix allows ([`system_api`]), stable memory charges per
+//! byte and per dirty page ([`stable`]), and dirty heap pages are billed after each message
+//! ([`heap`]). A program loaded with [`Engine::load_profiled`] also records an exact
+//! per-function instruction [`Profile`] of every message ([`profile`], `PROFILING.md`).
 //!
 //! ```no_run
 //! use offline_engine::{Canister, Engine, EngineConfig, Settings};
@@ -31,16 +33,22 @@ pub mod fees;
 pub mod heap;
 pub mod host_time;
 pub mod instrument;
+pub(crate) mod linker;
+pub mod messages;
 pub mod profile;
+pub(crate) mod queues;
 pub mod stable;
+pub mod subnet;
 pub mod system_api;
 pub mod types;
+pub mod user_error;
 pub mod validation;
 
 pub use canister::Canister;
 pub use engine::{Engine, EngineConfig, Program, default_cache_dir};
 pub use error::EngineError;
 pub use profile::{FunctionCost, Profile};
+pub use subnet::{CanisterStatus, Subnet, SubnetConfig};
 pub use types::{
     ANONYMOUS, BENCHMARKING_LIMIT, Charging, DEFAULT_CANISTER_ID, Execution, InstructionLimits,
     MessageResult, Settings, SizeLimits, SubnetKind, reject_code,

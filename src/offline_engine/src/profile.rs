@@ -26,11 +26,22 @@ use std::hash::{BuildHasherDefault, Hasher};
 use std::sync::Arc;
 
 use wasmparser::{KnownCustom, Name, Parser, Payload, TypeRef};
-use wasmtime::{Caller, Linker};
+use wasmtime::{Caller, Global, Linker};
 
 use crate::error::EngineError;
 use crate::instrument::{INJECTED_MODULE, PROFILE_ENTER, PROFILE_RETURN, PROFILE_TAIL};
-use crate::system_api::StoreData;
+
+/// What the profiler's hooks need from the store they run in: the instruction counter, the
+/// message's limit and the current profile. The store data implements it; the profiler does not
+/// know the System API.
+pub(crate) trait Profiled: 'static {
+    /// The instrumented counter global of the instance.
+    fn counter(&self) -> Option<Global>;
+    /// The current message's instruction limit.
+    fn limit(&self) -> u64;
+    /// The current message's profile, when the program is profiled.
+    fn profiler(&mut self) -> Option<&mut ProfState>;
+}
 
 /// Names of the functions of `wasm`, by function index (imports first): `module.name` for an
 /// imported function (`ic0.msg_reply`), the demangled `name` section entry for a defined one
@@ -230,24 +241,24 @@ impl ProfState {
 
 /// Instructions executed so far in the message, as the engine counts them (clamped to the
 /// limit, as [`crate::Execution::instructions`] is).
-fn executed(c: &mut Caller<'_, StoreData>) -> u64 {
-    let Some(g) = c.data().counter else {
+fn executed<T: Profiled>(c: &mut Caller<'_, T>) -> u64 {
+    let Some(g) = c.data().counter() else {
         return 0;
     };
     let v = g.get(&mut *c).i64().unwrap_or(0);
-    let limit = c.data().msg.limit;
+    let limit = c.data().limit();
     let limit_i = i64::try_from(limit).unwrap_or(i64::MAX);
     limit_i.saturating_sub(v).clamp(0, limit_i) as u64
 }
 
 /// Adds the profiler's hooks to `linker` (they do nothing in a store without a profile).
-pub(crate) fn add_to_linker(linker: &mut Linker<StoreData>) -> wasmtime::Result<()> {
+pub(crate) fn add_to_linker<T: Profiled>(linker: &mut Linker<T>) -> wasmtime::Result<()> {
     linker.func_wrap(
         INJECTED_MODULE,
         PROFILE_ENTER,
-        |mut c: Caller<'_, StoreData>, func: i32| -> i32 {
+        |mut c: Caller<'_, T>, func: i32| -> i32 {
             let now = executed(&mut c);
-            match c.data_mut().profiler.as_mut() {
+            match c.data_mut().profiler() {
                 Some(p) => p.enter(now, func as u32),
                 None => 0,
             }
@@ -256,9 +267,9 @@ pub(crate) fn add_to_linker(linker: &mut Linker<StoreData>) -> wasmtime::Result<
     linker.func_wrap(
         INJECTED_MODULE,
         PROFILE_RETURN,
-        |mut c: Caller<'_, StoreData>, depth: i32| {
+        |mut c: Caller<'_, T>, depth: i32| {
             let now = executed(&mut c);
-            if let Some(p) = c.data_mut().profiler.as_mut() {
+            if let Some(p) = c.data_mut().profiler() {
                 p.returned(now, depth);
             }
         },
@@ -266,9 +277,9 @@ pub(crate) fn add_to_linker(linker: &mut Linker<StoreData>) -> wasmtime::Result<
     linker.func_wrap(
         INJECTED_MODULE,
         PROFILE_TAIL,
-        |mut c: Caller<'_, StoreData>, depth: i32| {
+        |mut c: Caller<'_, T>, depth: i32| {
             let now = executed(&mut c);
-            if let Some(p) = c.data_mut().profiler.as_mut() {
+            if let Some(p) = c.data_mut().profiler() {
                 p.tail(now, depth);
             }
         },

@@ -120,6 +120,16 @@ pub struct Settings {
     /// (`METERING.md` §8). `None` (the default): the balance moves only by the canister's own
     /// cycle operations and [`Canister::add_cycles`](crate::Canister::add_cycles).
     pub charging: Option<Charging>,
+    /// The canister's `wasm_memory_limit` setting in bytes (0: none). A heap growth beyond it
+    /// in an update, replicated query, callback, cleanup or system task traps with the
+    /// replica's `Canister exceeded its current Wasm memory limit ...`; install, upgrade and
+    /// non-replicated executions are not limited (the replica's `effective_wasm_memory_limit`).
+    pub wasm_memory_limit: u64,
+    /// The canister's memory allocation in bytes (0: none, as a canister without allocation
+    /// on a subnet with memory to spare). The heap, stable memory and the module together may
+    /// not exceed it: a heap growth beyond traps with `Canister cannot grow its memory usage.`,
+    /// a stable memory growth beyond returns -1 (`METERING.md` §6).
+    pub memory_allocation: u64,
 }
 
 /// The fees the engine charges a canister, as the replica does on a subnet of `subnet_nodes`
@@ -150,6 +160,8 @@ impl Default for Settings {
             sizes: SizeLimits::default(),
             debug_print_enabled: true,
             charging: None,
+            wasm_memory_limit: 0,
+            memory_allocation: 0,
         }
     }
 }

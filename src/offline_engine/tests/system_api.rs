@@ -51,18 +51,6 @@ fn fixed_and_per_byte_charges() {
             510,
         ),
         (
-            "(func $f (import \"ic0\" \"msg_method_name_size\") (result i32))",
-            "(drop (call $f))",
-            b"",
-            507,
-        ),
-        (
-            "(func $f (import \"ic0\" \"msg_method_name_copy\") (param i32 i32 i32))",
-            "(call $f (i32.const 0) (i32.const 0) (i32.const 4))",
-            b"",
-            513,
-        ),
-        (
             "(func $f (import \"ic0\" \"canister_self_size\") (result i32))",
             "(drop (call $f))",
             b"",
@@ -106,12 +94,6 @@ fn fixed_and_per_byte_charges() {
         ),
         (
             "(func $f (import \"ic0\" \"msg_cycles_available128\") (param i32))",
-            "(call $f (i32.const 0))",
-            b"",
-            507,
-        ),
-        (
-            "(func $f (import \"ic0\" \"msg_cycles_refunded128\") (param i32))",
             "(call $f (i32.const 0))",
             b"",
             507,
@@ -252,6 +234,56 @@ fn fixed_and_per_byte_charges() {
 }
 
 #[test]
+fn the_charge_precedes_the_availability_check() {
+    // As in the replica, a function is charged before it checks where it is called: an update
+    // calling `msg_cycles_refunded128` (callbacks only) pays its 500 and traps.
+    let (got, result) = cost(
+        "(func $f (import \"ic0\" \"msg_cycles_refunded128\") (param i32))",
+        "(call $f (i32.const 0))",
+        b"",
+        quiet(),
+    );
+    assert_eq!(got, 507);
+    assert_eq!(
+        result,
+        MessageResult::Trap(
+            "Canister violated contract: \"ic0_msg_cycles_refunded128\" cannot be executed in update mode".into()
+        )
+    );
+}
+
+#[test]
+fn method_name_charges_in_inspect_message() {
+    // The method name is available only to `canister_inspect_message` (ingress "test", 4 bytes);
+    // `ic0.accept_message` adds its call (5) and 500.
+    let cases: &[(&str, &str, u64)] = &[
+        (
+            "(func $f (import \"ic0\" \"msg_method_name_size\") (result i32))",
+            "(drop (call $f))",
+            507 + 505,
+        ),
+        (
+            "(func $f (import \"ic0\" \"msg_method_name_copy\") (param i32 i32 i32))",
+            "(call $f (i32.const 0) (i32.const 0) (i32.const 4))",
+            513 + 505,
+        ),
+    ];
+    for (imports, body, want) in cases {
+        let wat = format!(
+            r#"(module {imports}
+                 (import "ic0" "accept_message" (func $accept))
+                 (memory 1)
+                 (func (export "canister_inspect_message") {body} (call $accept))
+                 (func (export "canister_update test")))"#
+        );
+        let (_, mut c, _) = install_with(&wat, quiet());
+        let e = c.inspect_message(ANONYMOUS, "test", b"").unwrap().unwrap();
+        assert_eq!(e.result, MessageResult::NoReply, "{imports}");
+        assert_eq!(e.instructions, *want, "{imports}");
+    }
+}
+
+#[test]
 fn stable_memory_charges() {
     let imports = r#"(import "ic0" "stable64_grow" (func $grow (param i64) (result i64)))
                      (import "ic0" "stable64_write" (func $w (param i64 i64 i64)))
@@ -327,6 +359,7 @@ const ECHO: &str = r#"
   (import "ic0" "msg_caller_copy" (func $caller_copy (param i32 i32 i32)))
   (import "ic0" "msg_method_name_size" (func $name_size (result i32)))
   (import "ic0" "msg_method_name_copy" (func $name_copy (param i32 i32 i32)))
+  (import "ic0" "accept_message" (func $accept))
   (import "ic0" "canister_self_size" (func $self_size (result i32)))
   (import "ic0" "canister_self_copy" (func $self_copy (param i32 i32 i32)))
   (import "ic0" "time" (func $time (result i64)))
@@ -348,6 +381,9 @@ const ECHO: &str = r#"
     (call $caller_copy (i32.const 0) (i32.const 0) (call $caller_size)) (call $reply_bytes (i32.const 0) (call $caller_size)))
   (func (export "canister_query method_name")
     (call $name_copy (i32.const 0) (i32.const 0) (call $name_size)) (call $reply_bytes (i32.const 0) (call $name_size)))
+  (func (export "canister_inspect_message")
+    (call $name_copy (i32.const 0) (i32.const 0) (call $name_size)) (call $print (i32.const 0) (call $name_size))
+    (call $accept))
   (func (export "canister_update self")
     (call $self_copy (i32.const 0) (i32.const 0) (call $self_size)) (call $reply_bytes (i32.const 0) (call $self_size)))
   (func (export "canister_update time") (i64.store (i32.const 0) (call $time)) (call $reply_bytes (i32.const 0) (i32.const 8)))
@@ -399,9 +435,18 @@ fn message_data_identity_and_time() {
     );
     let e = c.update_as(&[9, 9, 9], "caller", b"").unwrap();
     assert_eq!(e.result, MessageResult::Reply(vec![9, 9, 9]));
+    // The method name is for `canister_inspect_message` only (which sees the ingress
+    // message's method); elsewhere it traps with the replica's message.
+    let inspected = c
+        .inspect_message(ANONYMOUS, "caller", b"")
+        .unwrap()
+        .unwrap();
+    assert_eq!(inspected.logs, vec!["caller".to_string()]);
     assert_eq!(
         reply(&mut c, "method_name", b"", true),
-        MessageResult::Reply(b"method_name".to_vec())
+        MessageResult::Trap(
+            "Canister violated contract: \"ic0_msg_method_name_size\" cannot be executed in non replicated query mode".into()
+        )
     );
     assert_eq!(
         reply(&mut c, "self", b"", false),

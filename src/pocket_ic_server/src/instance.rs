@@ -1,18 +1,24 @@
-//! An instance: its application subnets, its canisters (each an offline-engine [`Canister`] once
-//! code is installed), its time and its ingress messages, and the rounds that execute them.
+//! An instance: its application subnets (each an offline-engine [`offline_engine::Subnet`] that
+//! holds its canisters' code, state and queues), the canisters' management records, its time
+//! and its ingress messages, and the rounds that execute them.
 //!
-//! A round ([`Instance::tick`]) runs, for every running canister, the global timer if it is due
-//! and every queued self-call and callback; then every ingress message submitted since the last
-//! round, in order (an update that awaits self-calls completes within the round); then time
-//! moves on by 1 ns, as PocketIC's rounds do. Queries execute at once on the current state and
-//! discard their changes.
+//! A round ([`Instance::tick`]) first executes the messages to the management canister
+//! submitted since the last round (the replica's subnet messages, which run first); then every
+//! subnet executes a round as the replica's scheduler does (`offline_engine::subnet`): the
+//! ingress messages of a block (at most 1,000 and 4 MiB), heartbeats and due timers, calls
+//! between canisters in inner iterations until the round's instructions are spent; then the
+//! messages between subnets are delivered (the receiving subnet executes them at its next
+//! round); then time moves on by 1 ns, as PocketIC's rounds do. Queries execute at once on the
+//! current state and discard their changes.
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::sync::{Arc, Mutex};
 
 use candid::Principal;
 use ic_management_canister_types::{CanisterStatusType, DefiniteCanisterSettings, LogVisibility};
-use offline_engine::{Canister, Engine, EngineError, Execution, Program};
+use offline_engine::messages::{CanisterMessage, Ingress, Payload, Response};
+use offline_engine::subnet::CanisterStatus;
+use offline_engine::{Canister, Engine, EngineError, Execution, MessageResult, Program};
 use pocket_ic::RejectResponse;
 use pocket_ic::common::rest::{
     CanisterCyclesCostSchedule, InitialTime, InstanceConfig, RawCanisterCall, RawCanisterResult,
@@ -80,18 +86,16 @@ impl Programs {
     }
 }
 
-/// A canister of an instance.
+/// A canister of an instance: its management record. Its code, state, status and queues are
+/// in its subnet's engine ([`Instance::engines`]).
 pub(crate) struct CanisterEntry {
-    /// Index of its subnet in [`Instance::subnets`].
+    /// Index of its subnet in [`Instance::subnets`] (and [`Instance::engines`]).
     pub subnet: usize,
-    /// The installed code and state; `None` while the canister is empty.
-    pub code: Option<Canister>,
     /// Size of the installed wasm module in bytes.
     pub module_size: u64,
-    /// Settings as the management canister reports them (only the controllers reach the engine).
+    /// Settings as the management canister reports them (the controllers, `memory_allocation`
+    /// and `wasm_memory_limit` reach the engine).
     pub settings: DefiniteCanisterSettings,
-    /// Running, stopping or stopped.
-    pub status: CanisterStatusType,
     /// The cycle balance while the canister is empty (the engine holds it otherwise).
     pub empty_cycles: u128,
     /// The wasm chunk store: chunks by SHA-256.
@@ -104,33 +108,22 @@ impl CanisterEntry {
     pub(crate) fn new(subnet: usize, settings: DefiniteCanisterSettings, cycles: u128) -> Self {
         CanisterEntry {
             subnet,
-            code: None,
             module_size: 0,
             settings,
-            status: CanisterStatusType::Running,
             empty_cycles: cycles,
             chunks: BTreeMap::new(),
             version: 0,
         }
     }
 
-    /// The cycle balance.
-    pub(crate) fn cycles(&self) -> u128 {
-        match &self.code {
-            Some(c) => c.cycles(),
-            None => self.empty_cycles,
-        }
-    }
-
-    /// Adds cycles; returns the new balance.
-    pub(crate) fn add_cycles(&mut self, amount: u128) -> u128 {
-        match &mut self.code {
-            Some(c) => c.add_cycles(amount),
-            None => {
-                self.empty_cycles = self.empty_cycles.saturating_add(amount);
-                self.empty_cycles
-            }
-        }
+    /// The settings' `wasm_memory_limit` and `memory_allocation` in bytes (0: none), as the
+    /// engine takes them.
+    pub(crate) fn memory_limits(&self) -> (u64, u64) {
+        let bytes = |n: &candid::Nat| u64::try_from(&n.0).unwrap_or(u64::MAX);
+        (
+            bytes(&self.settings.wasm_memory_limit),
+            bytes(&self.settings.memory_allocation),
+        )
     }
 
     /// The controllers as raw principal bytes, `first` (when a controller) moved to the front:
@@ -180,12 +173,18 @@ struct Message {
 pub struct Instance {
     pub(crate) programs: Arc<Programs>,
     pub(crate) subnets: Vec<Subnet>,
+    /// The engine of every subnet (same order as `subnets`): code, state, status and queues of
+    /// its canisters.
+    pub(crate) engines: Vec<offline_engine::Subnet>,
     /// Next unused canister index per subnet.
     pub(crate) next_index: Vec<u64>,
     pub(crate) canisters: BTreeMap<Principal, CanisterEntry>,
     pub(crate) time_ns: u64,
     messages: HashMap<Vec<u8>, Message>,
+    /// Messages to the management canister submitted since the last round.
     pending: VecDeque<Vec<u8>>,
+    /// `stop_canister` messages waiting for their canister to stop: (canister, message id).
+    pub(crate) stopping: Vec<(Principal, Vec<u8>)>,
     nonce: u64,
     /// Print canisters' `debug_print` output to stderr (as PocketIC does).
     print_canister_output: bool,
@@ -307,14 +306,25 @@ impl Instance {
                 ));
             }
         };
+        let engines = subnets
+            .iter()
+            .map(|s| {
+                let mut engine = offline_engine::Subnet::new(s.engine_config(), time_ns);
+                let (first, last) = s.range();
+                engine.set_canister_range(first.as_slice().to_vec(), last.as_slice().to_vec());
+                engine
+            })
+            .collect();
         Ok(Instance {
             programs,
             next_index: subnets.iter().map(|s| s.range_start).collect(),
             subnets,
+            engines,
             canisters: BTreeMap::new(),
             time_ns,
             messages: HashMap::new(),
             pending: VecDeque::new(),
+            stopping: Vec::new(),
             nonce: 0,
             print_canister_output: true,
         })
@@ -349,11 +359,8 @@ impl Instance {
 
     fn advance_time(&mut self, ns: u64) {
         self.time_ns = self.time_ns.saturating_add(ns);
-        let now = self.time_ns;
-        for entry in self.canisters.values_mut() {
-            if let Some(c) = &mut entry.code {
-                c.advance_time(now.saturating_sub(c.time()));
-            }
+        for engine in &mut self.engines {
+            engine.set_time(self.time_ns);
         }
     }
 
@@ -371,71 +378,206 @@ impl Instance {
         }
     }
 
-    /// One round: due timers and queued self-calls and callbacks of every running canister,
-    /// then the ingress messages submitted so far; then time moves on by 1 ns.
-    pub fn tick(&mut self) -> Result<(), ServerError> {
-        let ids: Vec<Principal> = self.canisters.keys().copied().collect();
-        for id in ids {
-            let execs = match self.canisters.get_mut(&id) {
-                Some(CanisterEntry {
-                    code: Some(c),
-                    status: CanisterStatusType::Running,
-                    ..
-                }) => c.tick()?,
-                _ => continue,
-            };
-            self.print_output(&id, &execs);
+    /// The installed code and state of canister `id`, if it has code.
+    pub(crate) fn code(&self, id: &Principal) -> Option<&Canister> {
+        let entry = self.canisters.get(id)?;
+        self.engines[entry.subnet].canister(id.as_slice())
+    }
+
+    /// Mutable access to the code and state of canister `id`, if it has code.
+    pub(crate) fn code_mut(&mut self, id: &Principal) -> Option<&mut Canister> {
+        let subnet = self.canisters.get(id)?.subnet;
+        self.engines[subnet].canister_mut(id.as_slice())
+    }
+
+    /// The engine of canister `id`'s subnet.
+    pub(crate) fn engine_of(&mut self, id: &Principal) -> Option<&mut offline_engine::Subnet> {
+        let subnet = self.canisters.get(id)?.subnet;
+        self.engines.get_mut(subnet)
+    }
+
+    /// Whether canister `id` runs, is stopping or is stopped (`None` if it does not exist).
+    pub(crate) fn status_of(&self, id: &Principal) -> Option<CanisterStatusType> {
+        let entry = self.canisters.get(id)?;
+        Some(match self.engines[entry.subnet].status(id.as_slice())? {
+            CanisterStatus::Running => CanisterStatusType::Running,
+            CanisterStatus::Stopping => CanisterStatusType::Stopping,
+            CanisterStatus::Stopped => CanisterStatusType::Stopped,
+        })
+    }
+
+    /// The cycle balance of canister `id` (0 if it does not exist).
+    pub(crate) fn balance(&self, id: &Principal) -> u128 {
+        match (self.code(id), self.canisters.get(id)) {
+            (Some(c), _) => c.cycles(),
+            (None, Some(e)) => e.empty_cycles,
+            (None, None) => 0,
         }
+    }
+
+    /// Adds cycles to canister `id`; returns the new balance.
+    pub(crate) fn credit(&mut self, id: &Principal, amount: u128) -> u128 {
+        if let Some(c) = self.code_mut(id) {
+            return c.add_cycles(amount);
+        }
+        match self.canisters.get_mut(id) {
+            Some(e) => {
+                e.empty_cycles = e.empty_cycles.saturating_add(amount);
+                e.empty_cycles
+            }
+            None => 0,
+        }
+    }
+
+    /// One round: the management messages submitted so far, a round of every subnet
+    /// (ingress of one block, timers, calls between canisters within the round's instructions),
+    /// the messages between subnets delivered for their next round; then time moves on by 1 ns.
+    pub fn tick(&mut self) -> Result<(), ServerError> {
         while let Some(id) = self.pending.pop_front() {
             self.execute_message(&id)?;
         }
+        let mut stopped = Vec::new();
+        for index in 0..self.engines.len() {
+            let round = self.engines[index].execute_round()?;
+            for (canister, exec) in &round.executions {
+                let p = Principal::from_slice(canister);
+                self.print_output(&p, std::slice::from_ref(exec));
+            }
+            for outcome in round.completed {
+                if let Some(m) = self.messages.get_mut(&outcome.id) {
+                    m.result = Some(reject::outcome(&m.canister, &outcome.result, true));
+                }
+            }
+            stopped.extend(round.stopped.iter().map(|c| Principal::from_slice(c)));
+        }
+        self.complete_stops(&stopped);
+        self.deliver_between_subnets();
         self.advance_time(ROUND_TIME_INCREMENT_NS);
         Ok(())
     }
 
-    /// The canister `id`, checked for a call: it exists, has code and runs.
-    fn callable(
-        &mut self,
-        id: &Principal,
-        certified: bool,
-    ) -> Result<&mut Canister, RejectResponse> {
-        let entry = self
-            .canisters
-            .get_mut(id)
-            .ok_or_else(|| reject::canister_not_found(id, certified))?;
-        if entry.status != CanisterStatusType::Running {
-            return Err(reject::stopped(id, certified));
+    /// Records the outcome of message `id`.
+    pub(crate) fn set_result(&mut self, id: &[u8], result: Result<Vec<u8>, RejectResponse>) {
+        if let Some(m) = self.messages.get_mut(id) {
+            m.result = Some(result);
         }
-        entry
-            .code
-            .as_mut()
-            .ok_or_else(|| reject::no_wasm_module(id, certified))
     }
 
+    /// Answers the `stop_canister` messages whose canisters stopped.
+    fn complete_stops(&mut self, stopped: &[Principal]) {
+        let (done, waiting): (Vec<_>, Vec<_>) = std::mem::take(&mut self.stopping)
+            .into_iter()
+            .partition(|(c, _)| stopped.contains(c));
+        self.stopping = waiting;
+        let reply = candid::encode_args(()).unwrap_or_default();
+        for (_, id) in done {
+            if let Some(m) = self.messages.get_mut(&id) {
+                m.result = Some(Ok(reply.clone()));
+            }
+        }
+    }
+
+    /// Fails the `stop_canister` messages waiting for canister `id` (it was started again), as
+    /// the replica does.
+    pub(crate) fn cancel_stops(&mut self, id: &Principal) {
+        let (cancelled, waiting): (Vec<_>, Vec<_>) = std::mem::take(&mut self.stopping)
+            .into_iter()
+            .partition(|(c, _)| c == id);
+        self.stopping = waiting;
+        for (_, message) in cancelled {
+            if let Some(m) = self.messages.get_mut(&message) {
+                m.result = Some(Err(reject::reject(
+                    pocket_ic::ErrorCode::CanisterStoppingCancelled,
+                    format!("Canister {id}'s stop request was cancelled."),
+                    true,
+                )));
+            }
+        }
+    }
+
+    /// Delivers the messages the subnets sent to canisters of other subnets: into the
+    /// receiver's subnet, which executes them at its next round. A request to a canister id of
+    /// no subnet is answered with `No route to canister <id>`, one to an id of a subnet's range
+    /// that no canister has with `Canister <id> not found` (reject code 3), and one to the
+    /// management canister with a reject naming the method, as this server does not execute
+    /// calls from canisters to it.
+    fn deliver_between_subnets(&mut self) {
+        let mut sent = Vec::new();
+        for engine in &mut self.engines {
+            sent.extend(engine.take_outgoing());
+        }
+        for message in sent {
+            let receiver = Principal::from_slice(message.receiver());
+            if let Some(entry) = self.canisters.get(&receiver) {
+                self.engines[entry.subnet].induct_remote(message);
+                continue;
+            }
+            let CanisterMessage::Request(request) = message else {
+                // An answer to a canister that went away: nobody to deliver it to.
+                continue;
+            };
+            let (code, text) = if receiver == Principal::management_canister() {
+                (
+                    offline_engine::reject_code::CANISTER_REJECT,
+                    format!(
+                        "{} (engine: {}) does not execute calls from canisters to the management canister (method `{}`)",
+                        crate::SERVER_NAME,
+                        crate::ENGINE_LABEL,
+                        request.method
+                    ),
+                )
+            } else if self.subnets.iter().any(|s| s.contains(&receiver)) {
+                (
+                    offline_engine::reject_code::DESTINATION_INVALID,
+                    format!("Canister {receiver} not found"),
+                )
+            } else {
+                (
+                    offline_engine::reject_code::DESTINATION_INVALID,
+                    format!("No route to canister {receiver}"),
+                )
+            };
+            let sender = Principal::from_slice(&request.sender);
+            let reject = Response {
+                originator: request.sender,
+                respondent: request.receiver,
+                callback: request.callback,
+                payload: Payload::Reject(code, text),
+                refund: request.cycles,
+                deadline: request.deadline,
+            };
+            if let Some(entry) = self.canisters.get(&sender) {
+                self.engines[entry.subnet].induct_remote(CanisterMessage::Response(reject));
+            }
+        }
+    }
+
+    /// Canister `id`, checked for a call: it exists, runs and has code.
+    fn callable(&self, id: &Principal, certified: bool) -> Result<(), RejectResponse> {
+        match self.status_of(id) {
+            None => Err(reject::canister_not_found(id, certified)),
+            Some(CanisterStatusType::Running) if self.code(id).is_some() => Ok(()),
+            Some(CanisterStatusType::Running) => Err(reject::no_wasm_module(id, certified)),
+            Some(CanisterStatusType::Stopping) => Err(reject::stopping(id, certified)),
+            Some(CanisterStatusType::Stopped) => Err(reject::stopped(id, certified)),
+        }
+    }
+
+    /// Executes a message to the management canister at the start of a round.
     fn execute_message(&mut self, id: &[u8]) -> Result<(), ServerError> {
         let Some(m) = self.messages.get(id) else {
             return Ok(());
         };
-        let (sender, canister, method, payload, effective) = (
+        let (sender, method, payload, effective) = (
             m.sender,
-            m.canister,
             m.method.clone(),
             m.payload.clone(),
             m.effective.clone(),
         );
-        let result = if canister == Principal::management_canister() {
-            self.call_management(sender, &method, &payload, &effective)?
-        } else {
-            match self.callable(&canister, true) {
-                Err(r) => Err(r),
-                Ok(c) => {
-                    let (result, execs) =
-                        c.update_and_wait_as(sender.as_slice(), &method, &payload)?;
-                    self.print_output(&canister, &execs);
-                    reject::outcome(&canister, &result, true)
-                }
-            }
-        };
+        if method == "stop_canister" {
+            return self.stop_canister(id, sender, &payload);
+        }
+        let result = self.call_management(sender, &method, &payload, &effective)?;
         if let Some(m) = self.messages.get_mut(id) {
             m.result = Some(result);
         }
@@ -443,8 +585,9 @@ impl Instance {
     }
 
     /// Submits an ingress message: checks it as the IC's ingress filter would (the canister
-    /// exists, has code and runs; the management canister has the method and accepts it from
-    /// users) and queues it for the next round. The reject is the outcome of a failed check.
+    /// exists, has code and runs, the argument is within the limit, `canister_inspect_message`
+    /// accepts it; the management canister has the method and accepts it from users) and
+    /// queues it for the next round. The reject is the outcome of a failed check.
     pub fn submit(
         &mut self,
         call: RawCanisterCall,
@@ -455,7 +598,7 @@ impl Instance {
         let check = if canister == Principal::management_canister() {
             crate::management::check_ingress_method(&call.method)
         } else {
-            self.callable(&canister, true).map(|_| ())
+            self.callable(&canister, true)
         };
         if let Err(r) = check {
             return Ok(Err(r));
@@ -469,8 +612,27 @@ impl Instance {
         h.update((call.method.len() as u64).to_be_bytes());
         h.update(call.method.as_bytes());
         h.update(&call.payload);
-        self.nonce += 1;
         let message_id = h.finalize().to_vec();
+        if canister != Principal::management_canister() {
+            let ingress = Ingress {
+                id: message_id.clone(),
+                sender: call.sender.clone(),
+                receiver: call.canister_id.clone(),
+                method: call.method.clone(),
+                payload: call.payload.clone(),
+            };
+            let Some(engine) = self.engine_of(&canister) else {
+                return Ok(Err(reject::canister_not_found(&canister, true)));
+            };
+            if let Err(refused) = engine.submit(ingress)? {
+                let result = MessageResult::Reject(refused.code, refused.message);
+                return Ok(Err(match reject::outcome(&canister, &result, true) {
+                    Err(r) => r,
+                    Ok(_) => reject::canister_not_found(&canister, true),
+                }));
+            }
+        }
+        self.nonce += 1;
         self.messages.insert(
             message_id.clone(),
             Message {
@@ -482,7 +644,9 @@ impl Instance {
                 result: None,
             },
         );
-        self.pending.push_back(message_id.clone());
+        if canister == Principal::management_canister() {
+            self.pending.push_back(message_id.clone());
+        }
         Ok(Ok(RawMessageId {
             effective_principal: call.effective_principal,
             message_id,
@@ -543,9 +707,13 @@ impl Instance {
                 crate::management::unsupported_query(&call.method),
             ));
         }
-        let c = match self.callable(&canister, false) {
-            Ok(c) => c,
-            Err(r) => return Ok(RawCanisterResult::Err(r)),
+        if let Err(r) = self.callable(&canister, false) {
+            return Ok(RawCanisterResult::Err(r));
+        }
+        let Some(c) = self.code_mut(&canister) else {
+            return Ok(RawCanisterResult::Err(reject::no_wasm_module(
+                &canister, false,
+            )));
         };
         let exec = c.query_as(sender.as_slice(), &call.method, &call.payload)?;
         self.print_output(&canister, std::slice::from_ref(&exec));
@@ -559,25 +727,18 @@ impl Instance {
             .ok_or(ServerError::CanisterNotFound(p))
     }
 
-    fn entry_mut(
-        &mut self,
-        id: &[u8],
-        endpoint: &'static str,
-    ) -> Result<&mut CanisterEntry, ServerError> {
-        let p = principal(id, endpoint, "canister_id")?;
-        self.canisters
-            .get_mut(&p)
-            .ok_or(ServerError::CanisterNotFound(p))
-    }
-
     /// The cycle balance of canister `id`.
     pub fn cycles(&self, id: &[u8]) -> Result<u128, ServerError> {
-        Ok(self.entry(id, "read/get_cycles")?.cycles())
+        self.entry(id, "read/get_cycles")?;
+        let p = principal(id, "read/get_cycles", "canister_id")?;
+        Ok(self.balance(&p))
     }
 
     /// Adds cycles to canister `id`; returns the new balance.
     pub fn add_cycles(&mut self, id: &[u8], amount: u128) -> Result<u128, ServerError> {
-        Ok(self.entry_mut(id, "update/add_cycles")?.add_cycles(amount))
+        self.entry(id, "update/add_cycles")?;
+        let p = principal(id, "update/add_cycles", "canister_id")?;
+        Ok(self.credit(&p, amount))
     }
 
     /// The controllers of canister `id`.
@@ -591,10 +752,10 @@ impl Instance {
 
     /// The stable memory of canister `id` (empty if it has no code).
     pub fn stable_memory(&self, id: &[u8]) -> Result<Vec<u8>, ServerError> {
+        self.entry(id, "read/get_stable_memory")?;
+        let p = principal(id, "read/get_stable_memory", "canister_id")?;
         Ok(self
-            .entry(id, "read/get_stable_memory")?
-            .code
-            .as_ref()
+            .code(&p)
             .map(Canister::stable_memory)
             .unwrap_or_default())
     }
@@ -602,11 +763,10 @@ impl Instance {
     /// Replaces the stable memory of canister `id` (grown to whole 64 KiB pages).
     pub fn set_stable_memory(&mut self, id: &[u8], bytes: &[u8]) -> Result<(), ServerError> {
         let p = principal(id, "update/set_stable_memory", "canister_id")?;
-        let entry = self
-            .canisters
-            .get_mut(&p)
-            .ok_or(ServerError::CanisterNotFound(p))?;
-        let code = entry.code.as_mut().ok_or(ServerError::NoWasmModule(p))?;
+        if !self.canisters.contains_key(&p) {
+            return Err(ServerError::CanisterNotFound(p));
+        }
+        let code = self.code_mut(&p).ok_or(ServerError::NoWasmModule(p))?;
         code.set_stable_memory(bytes);
         Ok(())
     }

@@ -14,6 +14,7 @@ use ic_management_canister_types::{
     ProvisionalCreateCanisterWithCyclesArgs, ProvisionalTopUpCanisterArgs, QueryStats,
     UninstallCodeArgs, UpdateSettingsArgs, UploadChunkArgs, WasmMemoryPersistence,
 };
+use offline_engine::subnet::CanisterStatus;
 use offline_engine::{Canister, EngineError, MessageResult, Settings};
 use pocket_ic::common::rest::RawEffectivePrincipal;
 use pocket_ic::{ErrorCode, RejectResponse};
@@ -264,8 +265,8 @@ impl Instance {
             "provisional_top_up_canister" => decode::<(ProvisionalTopUpCanisterArgs,)>(payload)
                 .and_then(|(a,)| {
                     let amount = nat_to_u128(&a.amount, "amount")?;
-                    let entry = self.existing(&a.canister_id)?;
-                    entry.add_cycles(amount);
+                    self.existing(&a.canister_id)?;
+                    self.credit(&a.canister_id, amount);
                     encode(())
                 }),
             // Ingress messages carry no cycles: there is nothing to deposit.
@@ -314,9 +315,12 @@ impl Instance {
                 encode((hashes,))
             }),
             "uninstall_code" => decode::<(UninstallCodeArgs,)>(payload).and_then(|(a,)| {
-                let entry = self.controlled(&a.canister_id, &sender)?;
-                entry.empty_cycles = entry.cycles();
-                entry.code = None;
+                let subnet = self.controlled(&a.canister_id, &sender)?.subnet;
+                let code = self.engines[subnet].uninstall(a.canister_id.as_slice());
+                let entry = self.existing(&a.canister_id)?;
+                if let Some(code) = code {
+                    entry.empty_cycles = code.cycles();
+                }
                 entry.module_size = 0;
                 entry.version += 1;
                 encode(())
@@ -330,10 +334,12 @@ impl Instance {
                     .iter()
                     .map(|c| c.as_slice().to_vec())
                     .collect();
-                if let Some(code) = &mut entry.code {
-                    code.set_controllers(controllers);
-                }
+                let (wasm_memory_limit, memory_allocation) = entry.memory_limits();
                 entry.version += 1;
+                if let Some(code) = self.code_mut(&a.canister_id) {
+                    code.set_controllers(controllers);
+                    code.set_memory_limits(wasm_memory_limit, memory_allocation);
+                }
                 encode(())
             }),
             "canister_status" => decode::<(CanisterIdRecord,)>(payload).and_then(|(a,)| {
@@ -341,17 +347,17 @@ impl Instance {
                 encode((status,))
             }),
             "start_canister" => decode::<(CanisterIdRecord,)>(payload).and_then(|(a,)| {
-                self.controlled(&a.canister_id, &sender)?.status = CanisterStatusType::Running;
+                self.controlled(&a.canister_id, &sender)?;
+                if let Some(engine) = self.engine_of(&a.canister_id) {
+                    engine.start(a.canister_id.as_slice());
+                }
+                self.cancel_stops(&a.canister_id);
                 encode(())
             }),
-            // Every call completes within its round here, so a stop takes effect at once.
-            "stop_canister" => decode::<(CanisterIdRecord,)>(payload).and_then(|(a,)| {
-                self.controlled(&a.canister_id, &sender)?.status = CanisterStatusType::Stopped;
-                encode(())
-            }),
+            // `stop_canister` answers once the canister stopped (`Instance::stop_canister`).
             "delete_canister" => decode::<(CanisterIdRecord,)>(payload).and_then(|(a,)| {
-                let entry = self.controlled(&a.canister_id, &sender)?;
-                if entry.status != CanisterStatusType::Stopped {
+                self.controlled(&a.canister_id, &sender)?;
+                if self.status_of(&a.canister_id) != Some(CanisterStatusType::Stopped) {
                     return Err(reject(
                         ErrorCode::CanisterNotStopped,
                         format!(
@@ -361,11 +367,44 @@ impl Instance {
                         true,
                     ));
                 }
+                if let Some(engine) = self.engine_of(&a.canister_id) {
+                    engine.remove(a.canister_id.as_slice());
+                }
                 self.canisters.remove(&a.canister_id);
                 encode(())
             }),
             other => check_ingress_method(other).and_then(|()| Err(not_implemented(other))),
         })
+    }
+
+    /// `stop_canister` from the ingress message `message`: the canister stops at once when no
+    /// call context of it is open; otherwise it is stopping (it finishes its calls and takes no
+    /// new ones) and the message is answered in the round it stops.
+    pub(crate) fn stop_canister(
+        &mut self,
+        message: &[u8],
+        sender: Principal,
+        payload: &[u8],
+    ) -> Result<(), ServerError> {
+        let answer = decode::<(CanisterIdRecord,)>(payload).and_then(|(a,)| {
+            self.controlled(&a.canister_id, &sender)?;
+            let status = self
+                .engine_of(&a.canister_id)
+                .and_then(|e| e.stop(a.canister_id.as_slice()));
+            Ok((a.canister_id, status))
+        });
+        let result = match answer {
+            Err(r) => Some(Err(r)),
+            Ok((_, Some(CanisterStatus::Stopped) | None)) => Some(encode(())),
+            Ok((canister, Some(_))) => {
+                self.stopping.push((canister, message.to_vec()));
+                None
+            }
+        };
+        if let Some(result) = result {
+            self.set_result(message, result);
+        }
+        Ok(())
     }
 
     /// The canister `id`, which must exist.
@@ -489,6 +528,7 @@ impl Instance {
         }
         self.canisters
             .insert(id, CanisterEntry::new(subnet, settings, cycles));
+        self.engines[subnet].create(id.as_slice());
         Ok(id)
     }
 
@@ -578,33 +618,52 @@ impl Instance {
         let Some(entry) = self.canisters.get(&id) else {
             return Ok(Err(reject::canister_not_found(&id, true)));
         };
+        let (wasm_memory_limit, memory_allocation) = entry.memory_limits();
+        let subnet = entry.subnet;
+        let controllers = entry.controllers_first(&sender);
         let settings = Settings {
-            subnet: self.subnets[entry.subnet].engine_kind(),
-            charging: self.subnets[entry.subnet].charging(),
-            controllers: entry.controllers_first(&sender),
+            subnet: self.subnets[subnet].engine_kind(),
+            charging: self.subnets[subnet].charging(),
+            controllers: controllers.clone(),
             time_ns,
-            cycles: entry.cycles(),
+            cycles: self.balance(&id),
             canister_id: id.as_slice().to_vec(),
             debug_print_enabled: true,
+            wasm_memory_limit,
+            memory_allocation,
             // The IC's message size limits (2 MiB ingress argument and reply, 3 MiB query reply).
             ..Settings::default()
         };
+        let has_code = self.code(&id).is_some();
+        let engine = self.programs.engine();
         let (outcome, execs) = match mode {
+            CanisterInstallMode::Install if has_code => {
+                return Ok(Err(reject(
+                    ErrorCode::CanisterNonEmpty,
+                    format!(
+                        "Canister {id} cannot be installed because the canister is not empty. Try installing with mode='reinstall' instead."
+                    ),
+                    true,
+                )));
+            }
+            // Reinstalling a canister with code keeps its calls in flight
+            // (`Canister::reinstall`); one without code is installed.
+            CanisterInstallMode::Reinstall if has_code => {
+                let Some(code) = self.engines[subnet].canister_mut(id.as_slice()) else {
+                    return Ok(Err(reject::no_wasm_module(&id, true)));
+                };
+                code.set_controllers(controllers);
+                let exec = code.reinstall(engine, &program, arg)?;
+                let r = match &exec.result {
+                    MessageResult::Trap(m) => Err(reject::canister_error(&id, m, true)),
+                    _ => Ok(()),
+                };
+                (r, vec![exec])
+            }
             CanisterInstallMode::Install | CanisterInstallMode::Reinstall => {
-                if mode == CanisterInstallMode::Install && entry.code.is_some() {
-                    return Ok(Err(reject(
-                        ErrorCode::CanisterNonEmpty,
-                        format!(
-                            "Canister {id} cannot be installed because the canister is not empty. Try installing with mode='reinstall' instead."
-                        ),
-                        true,
-                    )));
-                }
-                match Canister::install(self.programs.engine(), &program, arg, settings) {
+                match Canister::install(engine, &program, arg, settings) {
                     Ok((canister, exec)) => {
-                        if let Some(entry) = self.canisters.get_mut(&id) {
-                            entry.code = Some(canister);
-                        }
+                        self.engines[subnet].install(canister);
                         (Ok(()), vec![exec])
                     }
                     Err(EngineError::InstallFailed(exec)) => {
@@ -623,11 +682,7 @@ impl Instance {
                         "install_code (upgrade with skip_pre_upgrade or wasm_memory_persistence = keep)",
                     )));
                 }
-                let Some(entry) = self.canisters.get_mut(&id) else {
-                    return Ok(Err(reject::canister_not_found(&id, true)));
-                };
-                let controllers = entry.controllers_first(&sender);
-                let Some(code) = entry.code.as_mut() else {
+                let Some(code) = self.engines[subnet].canister_mut(id.as_slice()) else {
                     return Ok(Err(reject::no_wasm_module(&id, true)));
                 };
                 code.set_controllers(controllers);
@@ -655,8 +710,8 @@ impl Instance {
         id: &Principal,
         sender: &Principal,
     ) -> Result<CanisterStatusResult, RejectResponse> {
-        let entry = self.controlled(id, sender)?;
-        let (heap, stable, hash) = match &entry.code {
+        self.controlled(id, sender)?;
+        let (heap, stable, hash) = match self.code(id) {
             Some(c) => (
                 c.heap_size_bytes(),
                 c.stable_size_bytes(),
@@ -664,9 +719,14 @@ impl Instance {
             ),
             None => (0, 0, None),
         };
+        let cycles = self.balance(id);
+        let status = self.status_of(id).unwrap_or(CanisterStatusType::Stopped);
+        let Some(entry) = self.canisters.get(id) else {
+            return Err(reject::canister_not_found(id, true));
+        };
         let chunks: u64 = entry.chunks.values().map(|c| c.len() as u64).sum();
         Ok(CanisterStatusResult {
-            status: entry.status,
+            status,
             ready_for_migration: false,
             version: entry.version,
             settings: entry.settings.clone(),
@@ -682,7 +742,7 @@ impl Instance {
                 wasm_chunk_store_size: chunks.into(),
                 snapshots_size: 0u64.into(),
             },
-            cycles: Nat::from(entry.cycles()),
+            cycles: Nat::from(cycles),
             reserved_cycles: 0u64.into(),
             idle_cycles_burned_per_day: 0u64.into(),
             query_stats: QueryStats {

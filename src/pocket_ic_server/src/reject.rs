@@ -10,10 +10,7 @@ use offline_engine::{MessageResult, reject_code};
 use pocket_ic::{ErrorCode, RejectCode, RejectResponse};
 
 /// Base address of the execution-errors reference the replica links to.
-pub const EXECUTION_ERRORS_DOC: &str =
-    "https://docs.internetcomputer.org/references/execution-errors";
-
-const HANDLE_FAILURES: &str = "Consider gracefully handling failures from this canister or altering the canister to handle exceptions.";
+pub const EXECUTION_ERRORS_DOC: &str = offline_engine::user_error::EXECUTION_ERRORS_DOC;
 
 /// The reject code an error code belongs to (its most significant digit).
 pub fn reject_code_of(code: ErrorCode) -> RejectCode {
@@ -37,64 +34,13 @@ pub fn reject(code: ErrorCode, message: impl Into<String>, certified: bool) -> R
     }
 }
 
-/// What kind of canister error an engine message describes, with the replica's advice line and
-/// documentation anchor where it has one.
-fn classify(text: &str) -> (ErrorCode, Option<(&'static str, &'static str)>) {
-    if text.starts_with("Canister called `ic0.trap`") {
-        (
-            ErrorCode::CanisterCalledTrap,
-            Some((HANDLE_FAILURES, "trapped-explicitly")),
-        )
-    } else if text.starts_with("Canister exceeded the limit of")
-        || text.contains("exceeded the instruction limit")
-    {
-        (
-            ErrorCode::CanisterInstructionLimitExceeded,
-            Some((
-                "Try optimizing this method to consume fewer instructions or split the work across multiple messages.",
-                "instruction-limit-exceeded",
-            )),
-        )
-    } else if text.starts_with("Canister has no ") {
-        (
-            ErrorCode::CanisterMethodNotFound,
-            Some((
-                "Check that the method being called is exported by the target canister.",
-                "method-not-found",
-            )),
-        )
-    } else if text.starts_with("Canister violated contract") {
-        (ErrorCode::CanisterContractViolation, None)
-    } else if text.starts_with("Canister exceeded memory access limits") {
-        (ErrorCode::CanisterMemoryAccessLimitExceeded, None)
-    } else if text.starts_with("Canister requested to invoke a non-existent Wasm function") {
-        (ErrorCode::CanisterFunctionNotFound, None)
-    } else {
-        (
-            ErrorCode::CanisterTrapped,
-            Some((HANDLE_FAILURES, "trapped")),
-        )
-    }
-}
-
 /// The reject response for a canister error the engine described as `text` (a trap, a
-/// missing method, ...), as the replica words it for canister `canister`.
+/// missing method, ...), as the replica words it for canister `canister`: the engine's one copy
+/// of the wording ([`offline_engine::user_error::canister_error`]).
 pub fn canister_error(canister: &Principal, text: &str, certified: bool) -> RejectResponse {
-    if text.starts_with("Canister did not reply") {
-        return reject(
-            ErrorCode::CanisterDidNotReply,
-            format!("Canister {canister} did not reply to the call"),
-            certified,
-        );
-    }
-    let (code, help) = classify(text);
-    let mut message = format!("Error from Canister {canister}: {text}.");
-    if let Some((advice, anchor)) = help {
-        message.push_str(&format!(
-            "\n{advice} See documentation: {EXECUTION_ERRORS_DOC}#{anchor}"
-        ));
-    }
-    reject(code, message, certified)
+    let e = offline_engine::user_error::canister_error(&canister.to_text(), text);
+    let code = ErrorCode::try_from(e.code).unwrap_or(ErrorCode::CanisterTrapped);
+    reject(code, e.description, certified)
 }
 
 /// The caller's view of a message's outcome: the reply bytes, or the reject response
@@ -116,6 +62,12 @@ pub fn outcome(
         MessageResult::Reject(code, message) if *code == reject_code::DESTINATION_INVALID => Err(
             reject(ErrorCode::CanisterNotFound, message.clone(), certified),
         ),
+        // A stopping canister refuses the ingress messages it still had queued.
+        MessageResult::Reject(_, message)
+            if *message == format!("Canister {canister} is stopping") =>
+        {
+            Err(stopping(canister, certified))
+        }
         MessageResult::Reject(_, message) | MessageResult::Trap(message) => {
             Err(canister_error(canister, message, certified))
         }
@@ -143,6 +95,15 @@ pub fn no_wasm_module(canister: &Principal, certified: bool) -> RejectResponse {
         format!(
             "Error from Canister {canister}: Attempted to execute a message, but the canister contains no Wasm module.."
         ),
+        certified,
+    )
+}
+
+/// The canister is stopping (IC0509): it takes no new calls.
+pub fn stopping(canister: &Principal, certified: bool) -> RejectResponse {
+    reject(
+        ErrorCode::CanisterStopping,
+        format!("Canister {canister} is stopping"),
         certified,
     )
 }

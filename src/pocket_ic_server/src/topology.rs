@@ -87,6 +87,29 @@ impl Subnet {
         })
     }
 
+    /// The first and last canister ids of the subnet's range.
+    pub fn range(&self) -> (Principal, Principal) {
+        (
+            canister_id(self.range_start),
+            canister_id(self.range_start + CANISTER_IDS_PER_SUBNET - 1),
+        )
+    }
+
+    /// How the engine runs the subnet's rounds: an application subnet's round (4 B
+    /// instructions, 1,000 ingress messages and 4 MiB per block), with PocketIC's benchmarking
+    /// limit as the round's instructions on a benchmarking subnet; messages to canisters of
+    /// other subnets leave it (the instance delivers them).
+    pub fn engine_config(&self) -> offline_engine::SubnetConfig {
+        let mut config = offline_engine::SubnetConfig {
+            routes_out: true,
+            ..offline_engine::SubnetConfig::APPLICATION
+        };
+        if self.benchmarking {
+            config.max_instructions_per_round = offline_engine::BENCHMARKING_LIMIT;
+        }
+        config
+    }
+
     /// The engine's instruction limits for canisters of this subnet.
     pub fn engine_kind(&self) -> offline_engine::SubnetKind {
         if self.benchmarking {

@@ -28,7 +28,6 @@ use serde::Serialize;
 
 use super::request::{self, Refusal, Request, Targets};
 use super::{InstanceHttp, Record, SYNC_CALL_TIMEOUT, Signer};
-use crate::instance::Instance;
 
 /// Which call endpoint a request came to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -125,31 +124,6 @@ enum Accepted {
     Refused(pocket_ic::RejectResponse),
 }
 
-/// Runs `canister_inspect_message` for an ingress call, as the replica's ingress filter does:
-/// `Ok` if the canister does not export it or accepted the message.
-fn inspect_message(
-    inst: &mut Instance,
-    canister: &Principal,
-    sender: &Principal,
-    method: &str,
-    arg: &[u8],
-) -> Result<Result<(), pocket_ic::RejectResponse>, crate::ServerError> {
-    let Some(code) = inst
-        .canisters
-        .get_mut(canister)
-        .and_then(|e| e.code.as_mut())
-    else {
-        return Ok(Ok(()));
-    };
-    match code.inspect_message(sender.as_slice(), method, arg)? {
-        None => Ok(Ok(())),
-        Some(exec) => match &exec.result {
-            offline_engine::MessageResult::NoReply => Ok(Ok(())),
-            result => Ok(crate::reject::outcome(canister, result, false).map(|_| ())),
-        },
-    }
-}
-
 /// Checks and submits a call on a blocking thread.
 fn accept_call(
     http: &InstanceHttp,
@@ -207,15 +181,8 @@ fn accept_call(
         );
         return Ok(Ok(Accepted::Known));
     }
-    let management = *canister_id == Principal::management_canister();
-    if !management {
-        if let Err(r) = inst_callable(&mut inst, canister_id) {
-            return Ok(Ok(Accepted::Refused(r)));
-        }
-        if let Err(r) = inspect_message(&mut inst, canister_id, sender, method_name, arg)? {
-            return Ok(Ok(Accepted::Refused(r)));
-        }
-    }
+    // `Instance::submit` is the ingress filter: the canister exists, runs and has code, the
+    // argument fits, and `canister_inspect_message` accepts the message.
     let submitted = inst.submit(RawCanisterCall {
         sender: sender.as_slice().to_vec(),
         canister_id: canister_id.as_slice().to_vec(),
@@ -245,24 +212,6 @@ fn accept_call(
             Ok(Ok(Accepted::Known))
         }
     }
-}
-
-/// The ingress filter's checks on the canister: it exists, runs and has code.
-fn inst_callable(
-    inst: &mut Instance,
-    canister: &Principal,
-) -> Result<(), pocket_ic::RejectResponse> {
-    use ic_management_canister_types::CanisterStatusType;
-    let Some(entry) = inst.canisters.get(canister) else {
-        return Err(crate::reject::canister_not_found(canister, false));
-    };
-    if entry.status != CanisterStatusType::Running {
-        return Err(crate::reject::stopped(canister, false));
-    }
-    if entry.code.is_none() {
-        return Err(crate::reject::no_wasm_module(canister, false));
-    }
-    Ok(())
 }
 
 async fn blocking<T: Send + 'static>(

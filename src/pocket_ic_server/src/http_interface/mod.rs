@@ -209,7 +209,7 @@ fn canister_facts(instance: &Instance) -> Vec<CanisterFacts> {
         .canisters
         .iter()
         .map(|(id, entry)| {
-            let (module_hash, metadata) = match &entry.code {
+            let (module_hash, metadata) = match instance.code(id) {
                 Some(code) => {
                     let mut hash = [0u8; 32];
                     // The engine reports the module's SHA-256 in hex; it always decodes.

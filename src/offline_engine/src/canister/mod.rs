@@ -9,10 +9,14 @@
 //! re-instantiates for every message, so tables are not persistent there either). Stable memory
 //! has its own undo log, mutable globals a snapshot.
 
+mod calls;
+
 use std::collections::{HashMap, VecDeque};
 use std::time::{Duration, Instant};
 
-use wasmtime::{Func, Global, Instance, Memory, Ref, Store, Table, Val};
+use wasmtime::{Func, Global, Instance, Memory, Store, Table, Val};
+
+use calls::{CallContext, Callback, Origin};
 
 use crate::engine::{EXECUTION_STACK, Engine, Program};
 use crate::error::EngineError;
@@ -21,15 +25,13 @@ use crate::heap::{DirtyMap, HeapShadow, take_written_pages};
 use crate::instrument::{
     COUNTER_EXPORT, DIRTY_MAP_EXPORT, MEMORY_EXPORT, START_EXPORT, TABLE_EXPORT,
 };
+use crate::linker::{DirtyMapMemory, MemoryLimiter, StoreData};
+use crate::messages::CanisterMessage;
 use crate::profile::{ProfState, Profile};
-use crate::stable::{OS_PAGE, StableMemory, WASM_PAGE};
-use crate::system_api::{
-    ApiMode, DirtyMapMemory, MessageCtx, OutgoingCall, StoreData, SystemState, TrapCause,
-};
+use crate::queues::InputQueues;
+use crate::stable::{MAX_STABLE_WASM_PAGES, OS_PAGE, StableMemory, WASM_PAGE};
+use crate::system_api::{ApiType, MessageCtx, SystemApi, SystemState, TrapCause};
 use crate::types::{ANONYMOUS, Execution, MessageResult, Settings, reject_code};
-
-/// Upper bound on executions one [`Canister::tick`] performs.
-const MAX_TICK_EXECUTIONS: usize = 1_000_000;
 
 /// Handles into the current instance.
 struct Handles {
@@ -38,44 +40,6 @@ struct Handles {
     table: Option<Table>,
     counter: Global,
     globals: Vec<Global>,
-}
-
-/// Where a call context's response goes.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Origin {
-    Ingress,
-    /// A call from this canister, answered through callback `callback`.
-    Canister {
-        callback: u64,
-    },
-    /// A system task (timer); nobody waits for a reply.
-    System,
-}
-
-#[derive(Debug)]
-struct CallContext {
-    origin: Origin,
-    replied: bool,
-    outstanding: u32,
-    instructions: u64,
-}
-
-#[derive(Debug)]
-struct Callback {
-    context: u64,
-    call: OutgoingCall,
-}
-
-#[derive(Debug)]
-enum Task {
-    /// A call to this canister.
-    Request { callback: u64 },
-    /// The answer to a call this canister made.
-    Response {
-        callback: u64,
-        result: MessageResult,
-        refund: u128,
-    },
 }
 
 /// A canister installed in the engine.
@@ -87,10 +51,14 @@ pub struct Canister {
     shadow: HeapShadow,
     globals_snapshot: Vec<Val>,
     settings: Settings,
-    queue: VecDeque<Task>,
+    inputs: InputQueues,
+    outputs: VecDeque<CanisterMessage>,
     contexts: HashMap<u64, CallContext>,
     callbacks: HashMap<u64, Callback>,
+    /// Answers to ingress messages run directly ([`Canister::update`]), by call context.
     ingress_results: HashMap<u64, MessageResult>,
+    /// Answers to inducted ingress messages, by message id, not yet taken.
+    completed_ingress: Vec<(Vec<u8>, MessageResult)>,
     next_id: u64,
     /// Cross-check the tracked dirty pages with a full comparison (`set_dirty_page_check`).
     check_dirty_pages: bool,
@@ -103,7 +71,7 @@ impl std::fmt::Debug for Canister {
         f.debug_struct("Canister")
             .field("program", &self.program)
             .field("settings", &self.settings)
-            .field("queued", &self.queue.len())
+            .field("queued", &self.inputs.len())
             .finish_non_exhaustive()
     }
 }
@@ -114,19 +82,25 @@ fn placeholder_data() -> StoreData {
         memory: None,
         dirty_map: None,
         profiler: None,
-        sys: SystemState {
-            canister_id: Vec::new(),
-            controllers: Vec::new(),
-            time: 0,
-            timer: 0,
-            cycles: 0,
-            certified_data: Vec::new(),
-            version: 0,
-            debug_print_enabled: false,
-            stable: StableMemory::default(),
+        api: SystemApi {
+            sys: SystemState {
+                canister_id: Vec::new(),
+                controllers: Vec::new(),
+                time: 0,
+                timer: 0,
+                cycles: 0,
+                certified_data: Vec::new(),
+                version: 0,
+                debug_print_enabled: false,
+                stable: StableMemory::default(),
+                max_stable_pages: MAX_STABLE_WASM_PAGES,
+                memory_allocation: 0,
+                module_bytes: 0,
+            },
+            msg: MessageCtx::new(ApiType::Update, 0),
+            trap: None,
         },
-        msg: MessageCtx::new(ApiMode::Update, 0),
-        trap: None,
+        limiter: MemoryLimiter::default(),
         funcs: HashMap::new(),
     }
 }
@@ -137,6 +111,7 @@ fn instantiate(
     data: StoreData,
 ) -> Result<(Store<StoreData>, Handles), EngineError> {
     let mut store = Store::new(engine, data);
+    store.limiter(|data| &mut data.limiter);
     let instance: Instance = program.inner.pre.instantiate(&mut store)?;
     let memory = instance.get_memory(&mut store, MEMORY_EXPORT);
     let dirty_map = instance
@@ -184,6 +159,15 @@ fn instantiate(
             globals,
         },
     ))
+}
+
+/// The heap limits of a canister with `settings`.
+fn limiter_for(settings: &Settings) -> MemoryLimiter {
+    MemoryLimiter {
+        wasm_memory_limit: settings.wasm_memory_limit,
+        memory_allocation: settings.memory_allocation,
+        ..MemoryLimiter::default()
+    }
 }
 
 /// Runs `f` on a thread with a large native stack (canister code may use up to 5 MiB of wasm stack).
@@ -243,19 +227,25 @@ impl Canister {
             memory: None,
             dirty_map: None,
             profiler: None,
-            sys: SystemState {
-                canister_id: settings.canister_id.clone(),
-                controllers: settings.controllers.clone(),
-                time: settings.time_ns,
-                timer: 0,
-                cycles: settings.cycles,
-                certified_data: Vec::new(),
-                version: 0,
-                debug_print_enabled: settings.debug_print_enabled,
-                stable: StableMemory::default(),
+            api: SystemApi {
+                sys: SystemState {
+                    canister_id: settings.canister_id.clone(),
+                    controllers: settings.controllers.clone(),
+                    time: settings.time_ns,
+                    timer: 0,
+                    cycles: settings.cycles,
+                    certified_data: Vec::new(),
+                    version: 0,
+                    debug_print_enabled: settings.debug_print_enabled,
+                    stable: StableMemory::default(),
+                    max_stable_pages: MAX_STABLE_WASM_PAGES,
+                    memory_allocation: settings.memory_allocation,
+                    module_bytes: program.wasm_size(),
+                },
+                msg: MessageCtx::new(ApiType::Init, 0),
+                trap: None,
             },
-            msg: MessageCtx::new(ApiMode::Init, 0),
-            trap: None,
+            limiter: limiter_for(&settings),
             funcs: HashMap::new(),
         };
         let (mut store, handles) = instantiate(&engine.wasmtime, program, data)?;
@@ -272,10 +262,12 @@ impl Canister {
             shadow,
             globals_snapshot,
             settings,
-            queue: VecDeque::new(),
+            inputs: InputQueues::default(),
+            outputs: VecDeque::new(),
             contexts: HashMap::new(),
             callbacks: HashMap::new(),
             ingress_results: HashMap::new(),
+            completed_ingress: Vec::new(),
             next_id: 1,
             check_dirty_pages: false,
             last_profile: None,
@@ -285,8 +277,8 @@ impl Canister {
         if exec.result.is_trap() {
             return Err(EngineError::InstallFailed(Box::new(exec)));
         }
-        canister.charge_execution(ApiMode::Init, &exec);
-        canister.store.data_mut().sys.version += 1;
+        canister.charge_execution(ApiType::Init, &exec);
+        canister.store.data_mut().api.sys.version += 1;
         Ok((canister, exec))
     }
 
@@ -302,33 +294,33 @@ impl Canister {
 
     /// Current engine time (ns since the epoch).
     pub fn time(&self) -> u64 {
-        self.store.data().sys.time
+        self.store.data().api.sys.time
     }
 
     /// Moves the engine time forward by `ns` nanoseconds. Nothing runs until [`Self::tick`].
     pub fn advance_time(&mut self, ns: u64) {
-        let t = &mut self.store.data_mut().sys.time;
+        let t = &mut self.store.data_mut().api.sys.time;
         *t = t.saturating_add(ns);
     }
 
     /// Deadline of the global timer (0 = inactive).
     pub fn global_timer(&self) -> u64 {
-        self.store.data().sys.timer
+        self.store.data().api.sys.timer
     }
 
     /// Current cycle balance.
     pub fn cycles(&self) -> u128 {
-        self.store.data().sys.cycles
+        self.store.data().api.sys.cycles
     }
 
     /// Certified data last set by the canister.
     pub fn certified_data(&self) -> &[u8] {
-        &self.store.data().sys.certified_data
+        &self.store.data().api.sys.certified_data
     }
 
     /// Stable memory size in bytes.
     pub fn stable_size_bytes(&self) -> u64 {
-        self.store.data().sys.stable.size_bytes()
+        self.store.data().api.sys.stable.size_bytes()
     }
 
     /// Heap (wasm memory) size in bytes.
@@ -341,7 +333,7 @@ impl Canister {
 
     /// A copy of the whole stable memory.
     pub fn stable_memory(&self) -> Vec<u8> {
-        self.store.data().sys.stable.to_bytes()
+        self.store.data().api.sys.stable.to_bytes()
     }
 
     /// Replaces the stable memory with `bytes` (grown to whole 64 KiB pages), outside any
@@ -354,14 +346,14 @@ impl Canister {
         // In bounds by construction.
         let _ = s.write(0, bytes);
         s.commit();
-        self.store.data_mut().sys.stable = s;
+        self.store.data_mut().api.sys.stable = s;
     }
 
     /// Adds `amount` cycles to the balance outside any message (what the management canister's
     /// `provisional_top_up_canister` and PocketIC's `add_cycles` do); saturates at `u128::MAX`.
     /// Returns the new balance.
     pub fn add_cycles(&mut self, amount: u128) -> u128 {
-        let cycles = &mut self.store.data_mut().sys.cycles;
+        let cycles = &mut self.store.data_mut().api.sys.cycles;
         *cycles = cycles.saturating_add(amount);
         *cycles
     }
@@ -371,8 +363,28 @@ impl Canister {
     /// first one is the caller of the next upgrade's `canister_pre_upgrade` and
     /// `canister_post_upgrade`.
     pub fn set_controllers(&mut self, controllers: Vec<Vec<u8>>) {
-        self.store.data_mut().sys.controllers = controllers.clone();
+        self.store.data_mut().api.sys.controllers = controllers.clone();
         self.settings.controllers = controllers;
+    }
+
+    /// Sets the canister's `wasm_memory_limit` and memory allocation in bytes (0: none) from the
+    /// next message on, as the management canister's `update_settings` does
+    /// ([`Settings::wasm_memory_limit`], [`Settings::memory_allocation`]).
+    pub fn set_memory_limits(&mut self, wasm_memory_limit: u64, memory_allocation: u64) {
+        self.settings.wasm_memory_limit = wasm_memory_limit;
+        self.settings.memory_allocation = memory_allocation;
+        let data = self.store.data_mut();
+        data.api.sys.memory_allocation = memory_allocation;
+        data.limiter.wasm_memory_limit = wasm_memory_limit;
+        data.limiter.memory_allocation = memory_allocation;
+    }
+
+    /// The memory the canister uses, as the memory allocation counts it: heap, stable memory
+    /// and the module.
+    pub fn memory_usage(&self) -> u64 {
+        self.heap_size_bytes()
+            .saturating_add(self.stable_size_bytes())
+            .saturating_add(self.program.wasm_size())
     }
 
     /// Cross-checks the heap dirty-page tracking on every later message: the count of the
@@ -452,23 +464,12 @@ impl Canister {
         }
     }
 
-    /// Number of queued messages (self-calls and responses) waiting for [`Self::tick`].
-    pub fn queued(&self) -> usize {
-        self.queue.len()
-    }
-
-    fn new_id(&mut self) -> u64 {
-        let id = self.next_id;
-        self.next_id += 1;
-        id
-    }
-
     /// The first export `<kind> <method>` among `exports`, with the mode its message runs in.
     fn find_method(
         &self,
         method: &str,
-        exports: &[(&str, ApiMode)],
-    ) -> Option<(String, Func, ApiMode)> {
+        exports: &[(&str, ApiType)],
+    ) -> Option<(String, Func, ApiType)> {
         exports.iter().find_map(|(kind, mode)| {
             let name = format!("{kind} {method}");
             self.func(&name).map(|func| (name, func, *mode))
@@ -478,7 +479,7 @@ impl Canister {
     /// The message context of an ingress call of `method` by `caller` with `arg`.
     fn ingress_message(
         &self,
-        mode: ApiMode,
+        mode: ApiType,
         caller: &[u8],
         method: &str,
         arg: &[u8],
@@ -487,23 +488,7 @@ impl Canister {
         msg.method_name = method.to_string();
         msg.arg = arg.to_vec();
         msg.caller = caller.to_vec();
-        msg.can_reply = true;
         msg
-    }
-
-    /// A new call context for an ingress message (update or query), not yet replied.
-    fn open_ingress_context(&mut self) -> u64 {
-        let context = self.new_id();
-        self.contexts.insert(
-            context,
-            CallContext {
-                origin: Origin::Ingress,
-                replied: false,
-                outstanding: 0,
-                instructions: 0,
-            },
-        );
-        context
     }
 
     fn func(&self, name: &str) -> Option<Func> {
@@ -516,7 +501,10 @@ impl Canister {
     fn begin(&mut self, mut msg: MessageCtx) -> Result<(), EngineError> {
         let limit = msg.limit;
         let sizes = self.settings.sizes;
-        msg.max_reply_bytes = if msg.mode == ApiMode::Query {
+        msg.max_reply_bytes = if matches!(
+            msg.api_type,
+            ApiType::NonReplicatedQuery | ApiType::CompositeQuery
+        ) {
             sizes.query_reply_bytes
         } else {
             sizes.reply_bytes
@@ -524,9 +512,9 @@ impl Canister {
         let profiled = self.program.is_profiled();
         self.last_profile = None;
         let data = self.store.data_mut();
-        data.msg = msg;
-        data.trap = None;
-        data.sys.stable.begin();
+        data.api.msg = msg;
+        data.api.trap = None;
+        data.api.sys.stable.begin();
         data.profiler = profiled.then(|| Box::new(ProfState::new()));
         self.handles.counter.set(
             &mut self.store,
@@ -537,8 +525,42 @@ impl Canister {
 
     /// Calls `func` within the current message; returns the trap message if it trapped.
     fn call(&mut self, func: Func, params: &[Val]) -> Result<Option<String>, EngineError> {
+        {
+            let data = self.store.data_mut();
+            let enforce = matches!(
+                data.api.msg.api_type,
+                ApiType::Update
+                    | ApiType::ReplicatedQuery
+                    | ApiType::ReplyCallback
+                    | ApiType::RejectCallback
+                    | ApiType::Cleanup
+                    | ApiType::Heartbeat
+                    | ApiType::GlobalTimer
+            );
+            let other = data
+                .api
+                .sys
+                .stable
+                .size_bytes()
+                .saturating_add(data.api.sys.module_bytes);
+            let limiter = &mut data.limiter;
+            limiter.active = true;
+            limiter.enforce_wasm_limit = enforce;
+            limiter.other_bytes = other;
+            limiter.trap = None;
+        }
         let store = &mut self.store;
         let result = on_big_stack(move || func.call(store, params, &mut []))?;
+        let grow_trap = {
+            let limiter = &mut self.store.data_mut().limiter;
+            limiter.active = false;
+            limiter.trap.take()
+        };
+        if let Some(cause) = grow_trap
+            && self.store.data().api.trap.is_none()
+        {
+            self.store.data_mut().api.trap = Some(cause);
+        }
         if self.store.data().profiler.is_some() {
             let used = self.used();
             if let Some(p) = self.store.data_mut().profiler.as_mut() {
@@ -548,7 +570,7 @@ impl Canister {
         match result {
             Ok(()) => Ok(None),
             Err(e) => {
-                let text = match &self.store.data().trap {
+                let text = match &self.store.data().api.trap {
                     Some(cause) => cause.to_string(),
                     None => match e.downcast_ref::<wasmtime::Trap>() {
                         Some(t) => format!("Canister trapped: {}", trap_code_text(t)),
@@ -562,8 +584,11 @@ impl Canister {
 
     /// Instructions executed in the current message so far.
     fn used(&mut self) -> u64 {
-        let limit = self.store.data().msg.limit;
-        if matches!(self.store.data().trap, Some(TrapCause::InstructionLimit(_))) {
+        let limit = self.store.data().api.msg.limit;
+        if matches!(
+            self.store.data().api.trap,
+            Some(TrapCause::InstructionLimit(_))
+        ) {
             return limit;
         }
         let v = self.handles.counter.get(&mut self.store).i64().unwrap_or(0);
@@ -632,14 +657,14 @@ impl Canister {
             .iter()
             .map(|g| g.get(&mut self.store))
             .collect();
-        let stable = self.store.data_mut().sys.stable.commit();
+        let stable = self.store.data_mut().api.sys.stable.commit();
         Ok((heap, stable))
     }
 
     /// Undoes the message's heap, globals and stable changes; returns the dirty page counts
     /// the message had.
     fn rollback(&mut self) -> Result<(u64, u64), EngineError> {
-        let stable = self.store.data_mut().sys.stable.rollback();
+        let stable = self.store.data_mut().api.sys.stable.rollback();
         let pages = self.written_pages();
         let heap = self.restore_heap(&pages, "rollback")?;
         for (g, v) in self
@@ -711,7 +736,7 @@ impl Canister {
     ) -> Result<Execution, EngineError> {
         let started = Instant::now();
         let limit = self.settings.subnet.install_limit();
-        let mut msg = MessageCtx::new(ApiMode::Start, limit);
+        let mut msg = MessageCtx::new(ApiType::Start, limit);
         msg.arg = arg.to_vec();
         msg.caller = self
             .settings
@@ -731,15 +756,55 @@ impl Canister {
         if trap.is_none()
             && let Some(f) = self.func(init_entry)
         {
-            self.store.data_mut().msg.mode = if init_entry == "canister_init" {
-                ApiMode::Init
-            } else {
-                ApiMode::PostUpgrade
-            };
+            // `canister_init` and `canister_post_upgrade` both run as the replica's `Init`.
+            self.store.data_mut().api.msg.api_type = ApiType::Init;
             trap = self.call(f, &[])?;
         }
         let instructions = self.used();
         self.finish(entry_label.to_string(), trap, instructions, started, None)
+    }
+
+    /// Reinstalls the canister with `program` (install_code's `reinstall` mode): a fresh instance
+    /// with an empty stable memory runs `canister_start` and `canister_init(arg)` as one install
+    /// message; heap, globals, stable memory, certified data and the global timer of the old
+    /// code are gone. The canister keeps its id, controllers, cycles, settings and the calls in
+    /// flight (their callbacks run in the new code's table, as after an upgrade). No
+    /// `canister_pre_upgrade` runs. If init traps, the canister keeps its old code and state and
+    /// the returned execution has a `Trap` result. Charged as an install.
+    pub fn reinstall(
+        &mut self,
+        engine: &Engine,
+        program: &Program,
+        arg: &[u8],
+    ) -> Result<Execution, EngineError> {
+        let settings = Settings {
+            cycles: self.cycles(),
+            time_ns: self.time(),
+            ..self.settings.clone()
+        };
+        match Canister::install(engine, program, arg, settings) {
+            Ok((mut fresh, exec)) => {
+                let version = self.store.data().api.sys.version;
+                // The new state, with this canister's calls in flight and ids.
+                fresh.store.data_mut().api.sys.version = version + 1;
+                fresh.inputs = std::mem::take(&mut self.inputs);
+                fresh.outputs = std::mem::take(&mut self.outputs);
+                fresh.contexts = std::mem::take(&mut self.contexts);
+                fresh.callbacks = std::mem::take(&mut self.callbacks);
+                fresh.ingress_results = std::mem::take(&mut self.ingress_results);
+                fresh.completed_ingress = std::mem::take(&mut self.completed_ingress);
+                fresh.next_id = self.next_id;
+                fresh.check_dirty_pages = self.check_dirty_pages;
+                *self = fresh;
+                Ok(exec)
+            }
+            Err(EngineError::InstallFailed(exec)) => {
+                // The IC charges a failed install's instructions too.
+                self.charge_execution(ApiType::Init, &exec);
+                Ok(*exec)
+            }
+            Err(e) => Err(e),
+        }
     }
 
     /// Upgrades to `program`: `canister_pre_upgrade` on the old instance, then a fresh instance
@@ -750,14 +815,14 @@ impl Canister {
     pub fn upgrade(&mut self, program: &Program, arg: &[u8]) -> Result<Execution, EngineError> {
         let exec = self.run_upgrade(program, arg)?;
         // The IC charges an upgrade's instructions whether it completed or not.
-        self.charge_execution(ApiMode::PostUpgrade, &exec);
+        self.charge_execution(ApiType::Init, &exec);
         Ok(exec)
     }
 
     fn run_upgrade(&mut self, program: &Program, arg: &[u8]) -> Result<Execution, EngineError> {
         let started = Instant::now();
         let limit = self.settings.subnet.install_limit();
-        let mut msg = MessageCtx::new(ApiMode::PreUpgrade, limit);
+        let mut msg = MessageCtx::new(ApiType::PreUpgrade, limit);
         msg.caller = self
             .settings
             .controllers
@@ -774,7 +839,7 @@ impl Canister {
             return self.finish("canister_pre_upgrade".into(), trap, used, started, None);
         }
         // The pre-upgrade hook's log lines come first in the upgrade's logs.
-        let pre_upgrade_logs = std::mem::take(&mut self.store.data_mut().msg.logs);
+        let pre_upgrade_logs = std::mem::take(&mut self.store.data_mut().api.msg.logs);
         // Heap pages the pre-upgrade hook dirtied are charged too.
         let pre_pages = self.written_pages();
         let pre_dirty = match self.handles.memory {
@@ -793,11 +858,17 @@ impl Canister {
             None => 0,
         };
         // Move the system state (with the pending stable changes) to a fresh instance.
-        let sys = std::mem::replace(&mut self.store.data_mut().sys, placeholder_data().sys);
+        let sys = std::mem::replace(
+            &mut self.store.data_mut().api.sys,
+            placeholder_data().api.sys,
+        );
         let mut data = placeholder_data();
-        data.sys = sys;
-        let old_timer = data.sys.timer;
-        data.sys.timer = 0;
+        data.api.sys = sys;
+        let old_timer = data.api.sys.timer;
+        let old_module_bytes = data.api.sys.module_bytes;
+        data.api.sys.timer = 0;
+        data.api.sys.module_bytes = program.wasm_size();
+        data.limiter = limiter_for(&self.settings);
         let old_program = std::mem::replace(&mut self.program, program.clone());
         let (new_store, new_handles) = match instantiate(&self.engine, program, data) {
             Ok(x) => x,
@@ -830,14 +901,18 @@ impl Canister {
         if exec.result.is_trap() {
             // Restore the old instance and undo everything (stable changes were rolled back
             // by the failed post-upgrade message already).
-            let sys = std::mem::replace(&mut self.store.data_mut().sys, placeholder_data().sys);
+            let sys = std::mem::replace(
+                &mut self.store.data_mut().api.sys,
+                placeholder_data().api.sys,
+            );
             self.store = old_store;
             self.handles = old_handles;
             self.shadow = old_shadow;
             self.globals_snapshot = old_globals;
             self.program = old_program;
-            self.store.data_mut().sys = sys;
-            self.store.data_mut().sys.timer = old_timer;
+            self.store.data_mut().api.sys = sys;
+            self.store.data_mut().api.sys.timer = old_timer;
+            self.store.data_mut().api.sys.module_bytes = old_module_bytes;
             // Undo the pre-upgrade heap changes.
             self.restore_heap(&pre_pages, "failed upgrade")?;
             for (g, v) in self
@@ -853,7 +928,7 @@ impl Canister {
         }
         exec.heap_dirty_pages += pre_dirty;
         exec.billed_instructions += pre_dirty * self.dirty_page_cost();
-        self.store.data_mut().sys.version += 1;
+        self.store.data_mut().api.sys.version += 1;
         Ok(exec)
     }
 
@@ -864,7 +939,7 @@ impl Canister {
         started: Instant,
     ) -> Result<Execution, EngineError> {
         let limit = self.settings.subnet.install_limit();
-        let mut msg = MessageCtx::new(ApiMode::Start, limit);
+        let mut msg = MessageCtx::new(ApiType::Start, limit);
         msg.arg = arg.to_vec();
         msg.caller = self
             .settings
@@ -874,8 +949,8 @@ impl Canister {
             .unwrap_or_else(|| ANONYMOUS.to_vec());
         {
             let data = self.store.data_mut();
-            data.msg = msg;
-            data.trap = None;
+            data.api.msg = msg;
+            data.api.trap = None;
         }
         let v = (limit as i64).saturating_sub(used as i64);
         self.handles.counter.set(&mut self.store, Val::I64(v))?;
@@ -886,7 +961,7 @@ impl Canister {
         if trap.is_none()
             && let Some(f) = self.func("canister_post_upgrade")
         {
-            self.store.data_mut().msg.mode = ApiMode::PostUpgrade;
+            self.store.data_mut().api.msg.api_type = ApiType::Init;
             trap = self.call(f, &[])?;
         }
         let instructions = self.used();
@@ -911,8 +986,8 @@ impl Canister {
         started: Instant,
         context: Option<u64>,
     ) -> Result<Execution, EngineError> {
-        let mode = self.store.data().msg.mode;
-        let logs = std::mem::take(&mut self.store.data_mut().msg.logs);
+        let mode = self.store.data().api.msg.api_type;
+        let logs = std::mem::take(&mut self.store.data_mut().api.msg.logs);
         self.capture_profile(&entry);
         if let Some(message) = trap {
             self.rollback()?;
@@ -928,7 +1003,7 @@ impl Canister {
             });
         }
         let (heap_dirty_pages, stable_dirty_pages) =
-            if mode.replicated() && mode != ApiMode::ReplicatedQuery {
+            if mode.replicated() && mode != ApiType::ReplicatedQuery {
                 let counts = self.commit()?;
                 self.apply_effects(context);
                 counts
@@ -938,6 +1013,7 @@ impl Canister {
         let result = self
             .store
             .data_mut()
+            .api
             .msg
             .response
             .take()
@@ -958,124 +1034,31 @@ impl Canister {
     /// cycles, outgoing calls.
     fn apply_effects(&mut self, context: Option<u64>) {
         let data = self.store.data_mut();
-        let msg = &mut data.msg;
+        let msg = &mut data.api.msg;
         if let Some(t) = msg.timer.take() {
-            data.sys.timer = t;
+            data.api.sys.timer = t;
         }
         if let Some(c) = msg.certified_data.take() {
-            data.sys.certified_data = c;
+            data.api.sys.certified_data = c;
         }
-        data.sys.cycles = (data.sys.cycles + msg.cycles_accepted)
+        data.api.sys.cycles = (data.api.sys.cycles + msg.cycles_accepted)
             .saturating_sub(msg.cycles_burned + msg.cycles_sent);
         let calls = std::mem::take(&mut msg.calls);
-        let time = data.sys.time;
-        let self_id = data.sys.canister_id.clone();
+        let accepted = msg.cycles_accepted;
         let Some(context) = context else { return };
-        if let Some(charging) = self.settings.charging {
-            // The request fee of every call made (method name + payload); the response's
-            // transmission is charged when it arrives (`deliver_response`).
-            let fees: u128 = calls
-                .iter()
-                .map(|c| {
-                    IC_2025.call_cost((c.method.len() + c.arg.len()) as u64, charging.subnet_nodes)
-                })
-                .sum();
-            self.charge(fees);
+        if let Some(ctx) = self.contexts.get_mut(&context) {
+            ctx.available_cycles = ctx.available_cycles.saturating_sub(accepted);
         }
-        for call in calls {
-            let callback = self.new_id();
-            if let Some(ctx) = self.contexts.get_mut(&context) {
-                ctx.outstanding += 1;
-            }
-            let to_self = call.callee == self_id;
-            let callee = call.callee.clone();
-            let _ = time;
-            self.callbacks.insert(callback, Callback { context, call });
-            if to_self {
-                self.queue.push_back(Task::Request { callback });
-            } else {
-                let refund = self
-                    .callbacks
-                    .get(&callback)
-                    .map(|c| c.call.cycles)
-                    .unwrap_or(0);
-                self.queue.push_back(Task::Response {
-                    callback,
-                    result: MessageResult::Reject(
-                        reject_code::DESTINATION_INVALID,
-                        format!(
-                            "Canister {} not found (the offline engine hosts one canister)",
-                            principal_text(&callee)
-                        ),
-                    ),
-                    refund,
-                });
-            }
-        }
+        self.register_calls(context, calls);
     }
 
-    /// Bookkeeping after an execution in `context`: replies, and closing contexts that can no
-    /// longer reply.
-    fn settle(&mut self, context: u64, exec: &mut Execution, expects_reply: bool) {
-        let Some(ctx) = self.contexts.get_mut(&context) else {
-            return;
-        };
-        let mut answer = None;
-        match &exec.result {
-            MessageResult::Reply(_) | MessageResult::Reject(..) if !ctx.replied => {
-                ctx.replied = true;
-                answer = Some(exec.result.clone());
-            }
-            MessageResult::Trap(m) if !ctx.replied && ctx.outstanding == 0 && expects_reply => {
-                ctx.replied = true;
-                answer = Some(MessageResult::Reject(
-                    reject_code::CANISTER_ERROR,
-                    m.clone(),
-                ));
-            }
-            MessageResult::NoReply if !ctx.replied && ctx.outstanding == 0 && expects_reply => {
-                ctx.replied = true;
-                let m = "Canister did not reply to the call".to_string();
-                answer = Some(MessageResult::Reject(reject_code::CANISTER_ERROR, m));
-                if ctx.origin == Origin::Ingress {
-                    exec.result = answer.clone().unwrap_or(MessageResult::NoReply);
-                }
-            }
-            _ => {}
-        }
-        let origin = ctx.origin;
-        let done = ctx.replied && ctx.outstanding == 0;
-        if let Some(result) = answer {
-            match origin {
-                Origin::Ingress => {
-                    self.ingress_results.insert(context, result);
-                }
-                Origin::Canister { callback } => {
-                    self.queue.push_back(Task::Response {
-                        callback,
-                        result,
-                        refund: 0,
-                    });
-                }
-                Origin::System => {}
-            }
-        }
-        if done
-            || (origin == Origin::System
-                && self
-                    .contexts
-                    .get(&context)
-                    .is_some_and(|c| c.outstanding == 0))
-        {
-            self.contexts.remove(&context);
-        }
-    }
-
-    fn limit_for(&self, mode: ApiMode) -> u64 {
+    fn limit_for(&self, mode: ApiType) -> u64 {
         match mode {
-            ApiMode::Query => self.settings.subnet.query_limit(),
-            ApiMode::InspectMessage => self.settings.subnet.limits().inspect,
-            ApiMode::Init | ApiMode::PostUpgrade | ApiMode::PreUpgrade | ApiMode::Start => {
+            ApiType::NonReplicatedQuery | ApiType::CompositeQuery => {
+                self.settings.subnet.query_limit()
+            }
+            ApiType::InspectMessage => self.settings.subnet.limits().inspect,
+            ApiType::Init | ApiType::PreUpgrade | ApiType::Start => {
                 self.settings.subnet.install_limit()
             }
             _ => self.settings.subnet.update_limit(),
@@ -1094,9 +1077,10 @@ impl Canister {
         let started = Instant::now();
         if let Some(ctx) = self.contexts.get(&context) {
             msg.context_instructions = ctx.instructions;
-            msg.can_reply = msg.can_reply && !ctx.replied;
+            msg.already_replied = ctx.replied;
+            msg.cycles_available = ctx.available_cycles;
         }
-        let mode = msg.mode;
+        let mode = msg.api_type;
         self.begin(msg)?;
         let trap = self.call(func, params)?;
         let instructions = self.used();
@@ -1113,7 +1097,7 @@ impl Canister {
     /// Takes `cycles` from the balance. The engine never stops a message for lack of cycles
     /// (`METERING.md` §9), so the balance saturates at 0.
     fn charge(&mut self, cycles: u128) {
-        let balance = &mut self.store.data_mut().sys.cycles;
+        let balance = &mut self.store.data_mut().api.sys.cycles;
         *balance = balance.saturating_sub(cycles);
     }
 
@@ -1121,23 +1105,23 @@ impl Canister {
     /// the billed instructions of a replicated message; the instructions alone of a cleanup
     /// callback (it runs within the response's execution, whose base fee the callback paid);
     /// nothing for non-replicated queries and `canister_inspect_message`.
-    fn charge_execution(&mut self, mode: ApiMode, exec: &Execution) {
+    fn charge_execution(&mut self, mode: ApiType, exec: &Execution) {
         let Some(charging) = self.settings.charging else {
             return;
         };
         let nodes = charging.subnet_nodes;
         let cycles = match mode {
-            ApiMode::Query | ApiMode::InspectMessage => 0,
-            ApiMode::Cleanup => IC_2025.instructions_cost(exec.billed_instructions, nodes),
-            ApiMode::Start
-            | ApiMode::Init
-            | ApiMode::PreUpgrade
-            | ApiMode::PostUpgrade
-            | ApiMode::Update
-            | ApiMode::ReplicatedQuery
-            | ApiMode::ReplyCallback
-            | ApiMode::RejectCallback
-            | ApiMode::Timer => IC_2025.execution_cost(exec.billed_instructions, nodes),
+            ApiType::NonReplicatedQuery | ApiType::CompositeQuery | ApiType::InspectMessage => 0,
+            ApiType::Cleanup => IC_2025.instructions_cost(exec.billed_instructions, nodes),
+            ApiType::Start
+            | ApiType::Init
+            | ApiType::PreUpgrade
+            | ApiType::Update
+            | ApiType::ReplicatedQuery
+            | ApiType::ReplyCallback
+            | ApiType::RejectCallback
+            | ApiType::Heartbeat
+            | ApiType::GlobalTimer => IC_2025.execution_cost(exec.billed_instructions, nodes),
         };
         self.charge(cycles);
     }
@@ -1205,8 +1189,8 @@ impl Canister {
         ingress: bool,
     ) -> Result<Execution, EngineError> {
         let exports = [
-            ("canister_update", ApiMode::Update),
-            ("canister_query", ApiMode::ReplicatedQuery),
+            ("canister_update", ApiType::Update),
+            ("canister_query", ApiType::ReplicatedQuery),
         ];
         let Some((name, func, mode)) = self.find_method(method, &exports) else {
             return Ok(Self::method_not_found(
@@ -1241,19 +1225,34 @@ impl Canister {
         &mut self,
         name: String,
         func: Func,
-        mode: ApiMode,
+        mode: ApiType,
         caller: &[u8],
         method: &str,
         arg: &[u8],
     ) -> Result<Execution, EngineError> {
-        let context = self.open_ingress_context();
+        let context = self.open_context(Origin::Ingress { id: None }, caller, 0);
         let msg = self.ingress_message(mode, caller, method, arg);
         let mut exec = self.execute(name, func, &[], msg, context)?;
         self.settle(context, &mut exec, true);
         if exec.result != MessageResult::NoReply {
             self.ingress_results.remove(&context);
         }
+        // The calls it made wait in the queue for `tick`.
+        self.route_alone();
         Ok(exec)
+    }
+
+    /// The refusal of an ingress message to this canister that the IC's ingress filter would
+    /// not accept: an argument over [`crate::SizeLimits::ingress_arg_bytes`], or a message
+    /// `canister_inspect_message` does not accept (or traps on). `None` if it would be
+    /// accepted. The inspection's changes are discarded.
+    pub(crate) fn check_ingress(
+        &mut self,
+        caller: &[u8],
+        method: &str,
+        arg: &[u8],
+    ) -> Result<Option<Execution>, EngineError> {
+        self.refuse_ingress(caller, method, arg)
     }
 
     /// The refusal of an ingress message the IC would not execute: an argument over the size
@@ -1306,17 +1305,15 @@ impl Canister {
             return Ok(None);
         };
         let started = Instant::now();
-        let msg = self.ingress_message(ApiMode::InspectMessage, caller, method, arg);
-        let mut msg = msg;
-        msg.can_reply = false;
+        let msg = self.ingress_message(ApiType::InspectMessage, caller, method, arg);
         self.begin(msg)?;
         let trap = self.call(func, &[])?;
         let instructions = self.used();
-        let accepted = self.store.data().msg.accepted;
-        let logs = std::mem::take(&mut self.store.data_mut().msg.logs);
+        let accepted = self.store.data().api.msg.accepted;
+        let logs = std::mem::take(&mut self.store.data_mut().api.msg.logs);
         self.capture_profile("canister_inspect_message");
         self.rollback()?;
-        let canister = principal_text(&self.store.data().sys.canister_id);
+        let canister = principal_text(&self.store.data().api.sys.canister_id);
         let result = match trap {
             Some(message) => MessageResult::Reject(reject_code::CANISTER_ERROR, message),
             None if accepted => MessageResult::NoReply,
@@ -1337,44 +1334,6 @@ impl Canister {
         }))
     }
 
-    /// Calls update method `method` and then runs [`Self::tick`] until its call context is
-    /// answered (for methods that await calls). Returns the final answer and every execution
-    /// (the first is the update itself). Time does not advance.
-    pub fn update_and_wait(
-        &mut self,
-        method: &str,
-        arg: &[u8],
-    ) -> Result<(MessageResult, Vec<Execution>), EngineError> {
-        self.update_and_wait_as(ANONYMOUS, method, arg)
-    }
-
-    /// Like [`Self::update_and_wait`] with an explicit caller (principal bytes). The answer of a
-    /// trap after the first execution (e.g. in a callback) is a `Reject` with
-    /// [`reject_code::CANISTER_ERROR`] and the trap message, as the caller would receive it.
-    pub fn update_and_wait_as(
-        &mut self,
-        caller: &[u8],
-        method: &str,
-        arg: &[u8],
-    ) -> Result<(MessageResult, Vec<Execution>), EngineError> {
-        let context = self.next_id;
-        let first = self.update_as(caller, method, arg)?;
-        if first.result != MessageResult::NoReply {
-            return Ok((first.result.clone(), vec![first]));
-        }
-        let mut all = vec![first];
-        loop {
-            if let Some(r) = self.ingress_results.remove(&context) {
-                return Ok((r, all));
-            }
-            if self.queue.is_empty() {
-                return Ok((MessageResult::NoReply, all));
-            }
-            let more = self.drain_queue(1)?;
-            all.extend(more);
-        }
-    }
-
     /// Calls query method `method` with `arg` as the anonymous principal (non-replicated: its
     /// changes to heap, globals and stable memory are discarded; 5 B instruction limit on
     /// application subnets).
@@ -1390,8 +1349,8 @@ impl Canister {
         arg: &[u8],
     ) -> Result<Execution, EngineError> {
         let exports = [
-            ("canister_query", ApiMode::Query),
-            ("canister_composite_query", ApiMode::Query),
+            ("canister_query", ApiType::NonReplicatedQuery),
+            ("canister_composite_query", ApiType::CompositeQuery),
         ];
         let Some((name, func, mode)) = self.find_method(method, &exports) else {
             return Ok(Self::method_not_found(
@@ -1400,7 +1359,7 @@ impl Canister {
                 method,
             ));
         };
-        let context = self.open_ingress_context();
+        let context = self.open_context(Origin::Ingress { id: None }, caller, 0);
         let msg = self.ingress_message(mode, caller, method, arg);
         let mut exec = self.execute(name, func, &[], msg, context)?;
         self.settle(context, &mut exec, true);
@@ -1409,249 +1368,14 @@ impl Canister {
         Ok(exec)
     }
 
-    /// Runs the global timer if its deadline has passed (engine time ≥ deadline), then
-    /// delivers queued self-calls and responses (running callbacks and cleanups) until the
-    /// queue is empty. Returns every execution in order.
-    pub fn tick(&mut self) -> Result<Vec<Execution>, EngineError> {
-        let mut out = Vec::new();
-        let (timer, time) = (self.store.data().sys.timer, self.store.data().sys.time);
-        if timer != 0 && time >= timer {
-            self.store.data_mut().sys.timer = 0;
-            if let Some(func) = self.func("canister_global_timer") {
-                let context = self.new_id();
-                self.contexts.insert(
-                    context,
-                    CallContext {
-                        origin: Origin::System,
-                        replied: false,
-                        outstanding: 0,
-                        instructions: 0,
-                    },
-                );
-                let mut msg = MessageCtx::new(ApiMode::Timer, self.limit_for(ApiMode::Timer));
-                msg.caller = self.store.data().sys.canister_id.clone();
-                let mut exec =
-                    self.execute("canister_global_timer".into(), func, &[], msg, context)?;
-                self.settle(context, &mut exec, false);
-                out.push(exec);
-            }
-        }
-        out.extend(self.drain_queue(MAX_TICK_EXECUTIONS)?);
-        Ok(out)
-    }
-
-    /// Processes up to `max` queued tasks.
-    fn drain_queue(&mut self, max: usize) -> Result<Vec<Execution>, EngineError> {
-        let mut out = Vec::new();
-        let mut n = 0;
-        while let Some(task) = self.queue.pop_front() {
-            n += 1;
-            if n > max {
-                if max == MAX_TICK_EXECUTIONS {
-                    return Err(EngineError::QueueDidNotDrain(max));
-                }
-                self.queue.push_front(task);
-                break;
-            }
-            match task {
-                Task::Request { callback } => out.push(self.deliver_request(callback)?),
-                Task::Response {
-                    callback,
-                    result,
-                    refund,
-                } => out.extend(self.deliver_response(callback, result, refund)?),
-            }
-        }
-        Ok(out)
-    }
-
-    fn deliver_request(&mut self, callback: u64) -> Result<Execution, EngineError> {
-        let Some(cb) = self.callbacks.get(&callback) else {
-            return Err(EngineError::Module(format!("unknown callback {callback}")));
-        };
-        let call = cb.call.clone();
-        let (name, mode) = if self
-            .func(&format!("canister_update {}", call.method))
-            .is_some()
-        {
-            (format!("canister_update {}", call.method), ApiMode::Update)
-        } else if self
-            .func(&format!("canister_query {}", call.method))
-            .is_some()
-        {
-            (
-                format!("canister_query {}", call.method),
-                ApiMode::ReplicatedQuery,
-            )
-        } else {
-            let exec = Self::method_not_found(
-                format!("canister_update {}", call.method),
-                "update",
-                &call.method,
-            );
-            if let MessageResult::Reject(code, m) = &exec.result {
-                self.queue.push_back(Task::Response {
-                    callback,
-                    result: MessageResult::Reject(*code, m.clone()),
-                    refund: call.cycles,
-                });
-            }
-            return Ok(exec);
-        };
-        let func = self
-            .func(&name)
-            .ok_or_else(|| EngineError::Module(format!("export `{name}` vanished")))?;
-        let context = self.new_id();
-        self.contexts.insert(
-            context,
-            CallContext {
-                origin: Origin::Canister { callback },
-                replied: false,
-                outstanding: 0,
-                instructions: 0,
-            },
-        );
-        let mut msg = MessageCtx::new(mode, self.limit_for(mode));
-        msg.method_name = call.method.clone();
-        msg.arg = call.arg.clone();
-        msg.caller = self.store.data().sys.canister_id.clone();
-        msg.can_reply = true;
-        msg.cycles_available = call.cycles;
-        msg.deadline = match call.timeout_seconds {
-            Some(s) => self
-                .store
-                .data()
-                .sys
-                .time
-                .saturating_add(s as u64 * 1_000_000_000),
-            None => 0,
-        };
-        let mut exec = self.execute(name, func, &[], msg, context)?;
-        self.settle(context, &mut exec, true);
-        Ok(exec)
-    }
-
-    fn table_func(&mut self, index: u32) -> Option<Func> {
-        let table = self.handles.table?;
-        match table.get(&mut self.store, index as u64)? {
-            Ref::Func(f) => f,
-            _ => None,
-        }
-    }
-
-    fn env_val(&self, env: u64) -> Val {
-        if self.program.inner.info.memory64 {
-            Val::I64(env as i64)
-        } else {
-            Val::I32(env as u32 as i32)
-        }
-    }
-
-    fn deliver_response(
-        &mut self,
-        callback: u64,
-        result: MessageResult,
-        refund: u128,
-    ) -> Result<Vec<Execution>, EngineError> {
-        let Some(cb) = self.callbacks.remove(&callback) else {
-            return Err(EngineError::Module(format!("unknown callback {callback}")));
-        };
-        if let Some(charging) = self.settings.charging {
-            // Of the prepaid transmission of the largest response, the response's own bytes
-            // are kept (reply data, or the reject message).
-            let bytes = match &result {
-                MessageResult::Reply(b) => b.len(),
-                MessageResult::Reject(_, m) | MessageResult::Trap(m) => m.len(),
-                MessageResult::NoReply => 0,
-            };
-            self.charge(IC_2025.response_transmission_cost(bytes as u64, charging.subnet_nodes));
-        }
-        let context = cb.context;
-        if let Some(ctx) = self.contexts.get_mut(&context) {
-            ctx.outstanding = ctx.outstanding.saturating_sub(1);
-        }
-        let origin_expects_reply = self
-            .contexts
-            .get(&context)
-            .is_some_and(|c| c.origin != Origin::System);
-        let (mode, (fun, env), entry) = match &result {
-            MessageResult::Reply(_) => (ApiMode::ReplyCallback, cb.call.on_reply, "reply_callback"),
-            _ => (
-                ApiMode::RejectCallback,
-                cb.call.on_reject,
-                "reject_callback",
-            ),
-        };
-        let mut msg = MessageCtx::new(mode, self.limit_for(mode));
-        msg.caller = self.store.data().sys.canister_id.clone();
-        msg.can_reply = origin_expects_reply;
-        msg.cycles_refunded = refund;
-        match &result {
-            MessageResult::Reply(bytes) => msg.arg = bytes.clone(),
-            MessageResult::Reject(code, m) => msg.reject = Some((*code, m.clone())),
-            MessageResult::Trap(m) => msg.reject = Some((reject_code::CANISTER_ERROR, m.clone())),
-            MessageResult::NoReply => {
-                msg.reject = Some((reject_code::CANISTER_ERROR, "no reply".into()))
-            }
-        }
-        let mut out = Vec::new();
-        let mut exec = match self.table_func(fun) {
-            Some(func) => {
-                let env = self.env_val(env);
-                self.execute(entry.into(), func, &[env], msg, context)?
-            }
-            None => Execution {
-                entry: entry.into(),
-                result: MessageResult::Trap(format!(
-                    "Canister requested to invoke a non-existent Wasm function {fun} from table 0"
-                )),
-                instructions: 0,
-                billed_instructions: 0,
-                heap_dirty_pages: 0,
-                stable_dirty_pages: 0,
-                logs: Vec::new(),
-                wall_time: Duration::ZERO,
-            },
-        };
-        let trapped = exec.result.is_trap();
-        if trapped {
-            // The callback's changes are gone; the cleanup callback runs on the state before it.
-            if let Some((cfun, cenv)) = cb.call.on_cleanup {
-                let func = self.table_func(cfun);
-                if let Some(func) = func {
-                    let env = self.env_val(cenv);
-                    let msg = MessageCtx::new(ApiMode::Cleanup, self.limit_for(ApiMode::Cleanup));
-                    let mut cleanup = self.execute("cleanup".into(), func, &[env], msg, context)?;
-                    if let MessageResult::Trap(cm) = &cleanup.result {
-                        let joined = format!(
-                            "{}\n\ncall_on_cleanup also failed:\n\n{cm}",
-                            trap_text(&exec.result)
-                        );
-                        exec.result = MessageResult::Trap(joined);
-                    }
-                    if !cleanup.result.is_trap() {
-                        cleanup.result = MessageResult::NoReply;
-                    }
-                    self.settle(context, &mut exec, origin_expects_reply);
-                    out.push(exec);
-                    out.push(cleanup);
-                    return Ok(out);
-                }
-            }
-        }
-        self.settle(context, &mut exec, origin_expects_reply);
-        out.push(exec);
-        Ok(out)
-    }
-
     /// The Candid interface the canister reports: calls the exported `get_candid_pointer`
     /// (`ic_cdk::export_candid!`) as a query (changes discarded) and reads the NUL-terminated
     /// string it points to; falls back to the `candid:service` metadata section. `None` if
     /// neither exists.
     pub fn candid_interface(&mut self) -> Result<Option<String>, EngineError> {
         if let Some(func) = self.func("get_candid_pointer") {
-            let limit = self.limit_for(ApiMode::Query);
-            self.begin(MessageCtx::new(ApiMode::Query, limit))?;
+            let limit = self.limit_for(ApiType::NonReplicatedQuery);
+            self.begin(MessageCtx::new(ApiType::NonReplicatedQuery, limit))?;
             let mut results = [if self.program.inner.info.memory64 {
                 Val::I64(0)
             } else {
