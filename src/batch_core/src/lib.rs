@@ -6,6 +6,7 @@ pub use rusqlite;
 
 mod clock;
 mod config;
+mod connection_state;
 mod executor;
 mod meter;
 mod op;
@@ -16,13 +17,13 @@ mod queue;
 mod testing;
 
 pub use clock::{Clock, ManualClock};
-pub use config::{Config, ConfigError, DEFAULT_COALESCE_ROWS};
+pub use config::{Config, ConfigError, DEFAULT_COALESCE_ROWS, DEFAULT_HISTORY_CAPACITY};
 pub use executor::{
     FlushError, PROGRESS_PERIOD_OPS, execute_autocommit, execute_autocommit_within, execute_batch,
     execute_batch_within,
 };
 pub use meter::{Budget, CountingMeter, InstructionMeter};
-pub use op::{OpOutcome, SqlValue, Statement, Ticket, WriteOp};
+pub use op::{OpOutcome, Owner, SqlValue, Statement, Ticket, WriteOp};
 pub use persist::{FORMAT_VERSION, MAGIC, RestoreError, SaveError};
 pub use queue::{
     BatchQueue, FlushReport, MAX_ERROR_BYTES, OpStatus, PendingOp, QueueState, Stats,

@@ -67,6 +67,17 @@ enum Command {
         #[arg(long, default_value = "target/canister/bench_canister.wasm")]
         wasm: PathBuf,
     },
+    /// Measures what each op of the users/orders API costs alone (batched and unbatched, warm
+    /// and as the first write after an upgrade) on the full-scale fixture, the measurement
+    /// behind the smallest flush budget the canister accepts, and prints it.
+    BudgetFloor {
+        /// The deployable canister wasm (built by scripts/build.sh).
+        #[arg(long, default_value = "target/canister/bench_canister.wasm")]
+        wasm: PathBuf,
+        /// Measure on the small fixture (10,000 users) instead, in seconds.
+        #[arg(long)]
+        small: bool,
+    },
     /// The CI gate of the canbench results: runs the real canbench through offline-pocket-ic
     /// with --persist --csv --show-summary, fails if any figure of the committed results moved
     /// by the threshold or more (either way) or a benchmark was added or removed, checks that
@@ -285,6 +296,17 @@ fn real_main() -> Result<ExitCode> {
                 println!("OK: every figure is within {threshold}% of the baseline.");
                 Ok(ExitCode::SUCCESS)
             }
+        }
+        Command::BudgetFloor { wasm, small } => {
+            let fixture = if small {
+                bench_suite::engine_runs::Fixture::Small
+            } else {
+                bench_suite::engine_runs::Fixture::FullScale
+            };
+            let f = bench_suite::reliability::budget_floor(&wasm, fixture, &mut progress)?;
+            print!("{}", bench_suite::reliability::render_budget_floor(&f));
+            println!("(engine: {})", bench_suite::engine_runs::ENGINE_LABEL);
+            Ok(ExitCode::SUCCESS)
         }
         Command::Reliability { wasm } => {
             let results = bench_suite::reliability::run_all(&wasm, &mut progress)?;

@@ -15,7 +15,7 @@ use bench_api::*;
 use offline_engine::{Engine, EngineConfig, InstructionLimits, Settings, SubnetKind};
 use serde::{Deserialize, Serialize};
 
-use crate::client::{Client, STRANGER, program_at};
+use crate::client::{CONTROLLER, Client, STRANGER, program_at};
 use crate::progress::Progress;
 
 /// One second of engine time: the flush timer's period in the scenarios.
@@ -124,7 +124,10 @@ impl Ledger {
                     }
                 }
                 TicketStatus::Failed(_) => failed += 1,
-                TicketStatus::Pending | TicketStatus::Evicted | TicketStatus::Unknown => lost += 1,
+                TicketStatus::Pending
+                | TicketStatus::Evicted { .. }
+                | TicketStatus::NotYours
+                | TicketStatus::Unknown => lost += 1,
             }
         }
         let mut altered = 0;
@@ -417,4 +420,187 @@ pub fn worst_case_flush(wasm: &Path, progress: &mut Progress) -> Result<WorstCas
 /// Whether every scenario lost and altered nothing.
 pub fn all_safe(results: &[ScenarioResult]) -> bool {
     results.iter().all(|r| r.lost == 0 && r.altered == 0)
+}
+
+/// What one op of the users/orders API costs alone, as the instruction guard counts it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct OpCost {
+    /// The method (`create_order`, ...).
+    pub op: String,
+    /// Instructions of a flush of this op alone (`FlushSummary::instructions`: `BEGIN`, the op,
+    /// `COMMIT`), with SQLite's page cache warm.
+    pub flush_warm: u64,
+    /// The same as the first write after an upgrade (page cache and schema empty).
+    pub flush_cold: u64,
+    /// Instructions of the unbatched call (the whole message), warm.
+    pub unbatched_warm: u64,
+    /// The same, as the first write after an upgrade.
+    pub unbatched_cold: u64,
+}
+
+/// The measurement behind [`bench_api::MIN_FLUSH_BUDGET`].
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct BudgetFloor {
+    /// Users of the fixture the ops ran on.
+    pub users: u64,
+    /// Orders of the fixture.
+    pub orders: u64,
+    /// Per op of the API.
+    pub ops: Vec<OpCost>,
+    /// The largest figure of `ops`.
+    pub most_expensive: u64,
+    /// `bench_api::MIN_FLUSH_BUDGET`.
+    pub floor: u64,
+}
+
+/// Measures what each op of the users/orders API costs alone, warm and as the first write after
+/// an upgrade, on the `fixture` (the reference workload is the full scale of the ic-rusqlite
+/// benchmark), to derive the smallest flush budget.
+pub fn budget_floor(
+    wasm: &Path,
+    fixture: crate::engine_runs::Fixture,
+    progress: &mut Progress,
+) -> Result<BudgetFloor> {
+    progress.step("budget floor: building the fixture");
+    let engine = Engine::new(EngineConfig::default())?;
+    let program = program_at(&engine, wasm);
+    let mut c = Client::install_program(
+        &engine,
+        &program,
+        InitArgs {
+            flush_size: Some(10_000),
+            max_delay_ms: Some(86_400_000),
+            ..Default::default()
+        },
+        Settings::default(),
+    );
+    for ops in crate::engine_runs::fixture_batches_of(fixture) {
+        let packed = serde_bytes::ByteBuf::from(bench_api::packed::encode_ops(&ops));
+        let reply: serde_bytes::ByteBuf = c.update("execute_batch_packed", (packed,));
+        let outcomes = bench_api::packed::decode_outcomes(&reply, ops.len())
+            .map_err(|e| anyhow::anyhow!("fixture: {e}"))?;
+        ensure!(
+            outcomes
+                .iter()
+                .all(|o| matches!(o, Outcome::Committed { .. })),
+            "fixture: an op failed"
+        );
+    }
+    let r: WriteResult = c.update("execute_sql", (crate::engine_runs::fixture_indexes(),));
+    ensure!(Result::from(r).is_ok(), "fixture indexes");
+    let (users, orders) = fixture.rows();
+    // The ops, each on rows the fixture has: a new user, an order of the last user, the
+    // amount of the last order, the orders of a user (as many as any user has; a different
+    // user each time, so that every delete finds them).
+    let mut next_user = 0i64;
+    let mut arg = |method: &str| -> Result<Vec<u8>> {
+        Ok(match method {
+            "create_user" => {
+                next_user += 1;
+                candid::encode_args((
+                    format!("floor{next_user}"),
+                    format!("floor{next_user}@example.com"),
+                ))?
+            }
+            "create_order" => candid::encode_args((users as i64, 1.5f64))?,
+            "update_order_amount" => candid::encode_args((orders as i64, 2.5f64))?,
+            _ => {
+                next_user += 1;
+                candid::encode_args((next_user,))?
+            }
+        })
+    };
+    let mut out = Vec::new();
+    for method in [
+        "create_user",
+        "create_order",
+        "update_order_amount",
+        "delete_user_orders",
+    ] {
+        progress.step(&format!("budget floor: {method}"));
+        let mut figures = [0u64; 4];
+        for (slot, (cold, batched)) in [(false, true), (true, true), (false, false), (true, false)]
+            .into_iter()
+            .enumerate()
+        {
+            if cold {
+                // An upgrade empties SQLite's page cache and schema.
+                ensure!(!c.upgrade(None).result.is_trap(), "upgrade trapped");
+            } else {
+                // Warm: the same op once before, unmeasured.
+                let exec = c.canister.update_as(CONTROLLER, method, &arg(method)?)?;
+                ensure!(exec.result.reply().is_some(), "{method}: {:?}", exec.result);
+            }
+            let arg = arg(method)?;
+            figures[slot] = if batched {
+                let submit = format!("submit_{method}");
+                let exec = c.canister.update_as(CONTROLLER, &submit, &arg)?;
+                ensure!(exec.result.reply().is_some(), "{submit}: {:?}", exec.result);
+                let flushed = Result::from(c.update::<FlushResult, _>("flush", ()))
+                    .map_err(|e| anyhow::anyhow!("flush: {e:?}"))?;
+                ensure!(
+                    flushed.committed == 1,
+                    "{method} alone did not commit: {flushed:?}"
+                );
+                flushed.instructions
+            } else {
+                let exec = c.canister.update_as(CONTROLLER, method, &arg)?;
+                let outcome: Outcome = crate::client::decode(method, &exec);
+                ensure!(
+                    matches!(outcome, Outcome::Committed { .. }),
+                    "{method}: {outcome:?}"
+                );
+                exec.instructions
+            };
+        }
+        out.push(OpCost {
+            op: method.to_owned(),
+            flush_warm: figures[0],
+            flush_cold: figures[1],
+            unbatched_warm: figures[2],
+            unbatched_cold: figures[3],
+        });
+    }
+    let most_expensive = out
+        .iter()
+        .flat_map(|o| {
+            [
+                o.flush_warm,
+                o.flush_cold,
+                o.unbatched_warm,
+                o.unbatched_cold,
+            ]
+        })
+        .max()
+        .unwrap_or(0);
+    Ok(BudgetFloor {
+        users: users as u64,
+        orders: orders as u64,
+        ops: out,
+        most_expensive,
+        floor: bench_api::MIN_FLUSH_BUDGET,
+    })
+}
+
+/// The table of [`BudgetFloor`], in Markdown.
+pub fn render_budget_floor(f: &BudgetFloor) -> String {
+    let mut o = format!(
+        "What one op of the API costs alone ({} users, {} orders): instructions\n\n\
+         | op | flush of it alone | …after an upgrade | unbatched call | …after an upgrade |\n\
+         |---|---:|---:|---:|---:|\n",
+        f.users, f.orders
+    );
+    for x in &f.ops {
+        o.push_str(&format!(
+            "| {} | {} | {} | {} | {} |\n",
+            x.op, x.flush_warm, x.flush_cold, x.unbatched_warm, x.unbatched_cold
+        ));
+    }
+    o.push_str(&format!(
+        "\nmost expensive: {} instructions; the smallest budget the canister accepts: {} ({:.0}× it)\n",
+        f.most_expensive,
+        f.floor,
+        f.floor as f64 / f.most_expensive.max(1) as f64
+    ));
+    o
 }
