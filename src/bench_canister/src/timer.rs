@@ -24,12 +24,14 @@
 //!   flush has committed or returned for [`STALLED_PERIODS`] timer periods while ops are
 //!   pending, the timer flushes *carefully*: it records the attempt, then flushes in a separate
 //!   message (a call to itself), so that a trap there is answered as a reject and counted.
-//!   It looks for the culprit by halving: it first flushes the first op alone (the op at the
-//!   head is the likeliest culprit), then keeps the number of ops from the head known to trap
-//!   together (at first, the whole queue), flushes at most half of them, and either halves that
-//!   number (the careful flush trapped) or subtracts the ops that committed (it did not). A
-//!   culprit is thus found in O(log n) careful flushes, without normal flushes (which would
-//!   trap again) in between. The first op is removed without effect (`SQLITE_ABORT`, "removed
+//!   It looks for the culprit by halving: it keeps the number of ops from the head known to
+//!   trap together (at first, the whole queue), flushes at most half of them, and either halves
+//!   that number (the careful flush trapped) or subtracts the ops that committed (it did not).
+//!   Whenever the head is new (at the start, and after a halving step committed ops), it first
+//!   flushes the head alone: the op that stopped a flush is often the first one left, and a
+//!   trap costs a whole message while a careful flush that commits costs one op. A culprit is
+//!   thus found in O(log n) careful flushes, without normal flushes (which would trap again) in
+//!   between. The first op is removed without effect (`SQLITE_ABORT`, "removed
 //!   without effect: ...") only after [`MAX_TRAPS_ALONE`] flushes of it alone made their
 //!   message trap: the one reason given is the one observed. A careful flush that fails
 //!   outside any op counts nothing against the ops. The careful mode ends once every op that
@@ -101,7 +103,7 @@ struct Careful {
     until: Ticket,
     /// A careful flush is under way since then (its response has not come back).
     in_flight_since: Option<u64>,
-    /// The first op has been flushed alone once.
+    /// The current first op has been flushed alone once.
     probed: bool,
 }
 
@@ -331,6 +333,7 @@ async fn careful_step(now: u64) {
         progress(now);
         careful.suspects = unresolved - 1;
         careful.traps_alone = 0;
+        careful.probed = false;
         WATCH.with_borrow_mut(|w| w.careful = Some(careful));
         return;
     }
@@ -353,6 +356,10 @@ async fn careful_step(now: u64) {
             Ok(Ok(flushed)) => {
                 let executed = usize::try_from(flushed.executed).unwrap_or(usize::MAX);
                 careful.suspects = careful.suspects.saturating_sub(executed);
+                if executed > 0 && limit > 1 {
+                    // A new head after a halving step: it is flushed alone first.
+                    careful.probed = false;
+                }
             }
             Ok(Err(WriteError::Database(error))) => {
                 // Not a trap and not an op's doing: the alarm is raised, nothing is counted.

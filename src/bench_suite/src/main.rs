@@ -311,16 +311,17 @@ fn real_main() -> Result<ExitCode> {
         Command::Reliability { wasm } => {
             let results = bench_suite::reliability::run_all(&wasm, &mut progress)?;
             println!(
-                "| scenario | acknowledged | committed | failed | lost | altered | refused | trapped | timer runs to drain |"
+                "| scenario | acknowledged | committed | failed | failed without a cause | lost | altered | refused | trapped | timer runs to drain |"
             );
-            println!("|---|---:|---:|---:|---:|---:|---:|---:|---:|");
+            println!("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
             for x in &results {
                 println!(
-                    "| {} | {} | {} | {} | {} | {} | {} | {} | {} |",
+                    "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
                     x.name,
                     x.acknowledged,
                     x.committed,
                     x.failed,
+                    x.failed_without_cause,
                     x.lost,
                     x.altered,
                     x.refused,
@@ -338,11 +339,24 @@ fn real_main() -> Result<ExitCode> {
                 w.alone_flush_instructions,
                 w.alone_flush_instructions as f64 / w.budget as f64
             );
+            println!(
+                "varying cost: {} ops at budget {} for a {} limit: {} flushes, {} capped at 3 × budget, {} trapped; the largest message {} instructions ({:.3}× budget)",
+                w.varying_ops,
+                w.varying_budget,
+                w.varying_limit,
+                w.varying_flushes,
+                w.varying_capped,
+                w.varying_trapped,
+                w.varying_most,
+                w.varying_most as f64 / w.varying_budget.max(1) as f64
+            );
             println!("(engine: {})", bench_suite::engine_runs::ENGINE_LABEL);
             if bench_suite::reliability::all_safe(&results) {
                 Ok(ExitCode::SUCCESS)
             } else {
-                println!("FAILED: an acknowledged op was lost or altered");
+                println!(
+                    "FAILED: an acknowledged op was lost or altered, or an op failed without a cause of its own"
+                );
                 Ok(ExitCode::from(1))
             }
         }
