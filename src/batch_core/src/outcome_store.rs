@@ -27,10 +27,14 @@ pub(crate) struct OutcomeStore {
     /// Entries that are `Some`.
     live: usize,
     capacity: usize,
-    /// Per submitter: the tickets of its kept outcomes, oldest first.
+    /// While every kept outcome has one submitter: that submitter (`owners` and `by_size` are
+    /// then empty, and the oldest entry is the one evicted). The common case costs no index.
+    sole: Option<Owner>,
+    /// With two or more submitters: per submitter, the tickets of its kept outcomes, oldest
+    /// first.
     owners: BTreeMap<Owner, VecDeque<Ticket>>,
-    /// `(kept outcomes, newest kept ticket, submitter)` for every submitter in `owners`: the
-    /// last entry is the submitter evicted from.
+    /// With two or more submitters: `(kept outcomes, newest kept ticket, submitter)` for each;
+    /// the last entry is the submitter evicted from.
     by_size: BTreeSet<(usize, Ticket, Owner)>,
     history: History,
 }
@@ -143,20 +147,56 @@ impl OutcomeStore {
         }
         self.entries.push_back((ticket, owner, Some(outcome)));
         self.live += 1;
-        let kept = self.owners.entry(owner).or_default();
-        if let Some(&newest) = kept.back() {
-            self.by_size.remove(&(kept.len(), newest, owner));
+        match self.sole {
+            Some(sole) if sole == owner => {}
+            None if self.owners.is_empty() => self.sole = Some(owner),
+            Some(_) => {
+                // A second submitter: from now on submitters are indexed and ranked.
+                self.sole = None;
+                for (ticket, owner, outcome) in &self.entries {
+                    if outcome.is_some() {
+                        self.owners.entry(*owner).or_default().push_back(*ticket);
+                    }
+                }
+                self.rank_all();
+            }
+            None => {
+                let kept = self.owners.entry(owner).or_default();
+                let (count, newest) = (kept.len(), kept.back().copied());
+                kept.push_back(ticket);
+                if let Some(newest) = newest {
+                    self.by_size.remove(&(count, newest, owner));
+                }
+                self.by_size.insert((count + 1, ticket, owner));
+            }
         }
-        kept.push_back(ticket);
-        self.by_size.insert((kept.len(), ticket, owner));
         while self.live > self.capacity {
             self.evict_one();
         }
     }
 
+    /// Ranks every submitter in `by_size`.
+    fn rank_all(&mut self) {
+        self.by_size = self
+            .owners
+            .iter()
+            .filter_map(|(owner, kept)| Some((kept.len(), *kept.back()?, *owner)))
+            .collect();
+    }
+
     /// Evicts the oldest outcome of the submitter that keeps the most.
     fn evict_one(&mut self) {
-        let Some((count, newest, owner)) = self.by_size.pop_last() else {
+        if self.sole.is_some() {
+            // One submitter: its oldest is the oldest entry (never an evicted one).
+            if let Some(&(oldest, ..)) = self.entries.front() {
+                self.forget(oldest);
+            }
+            if self.live == 0 {
+                self.sole = None;
+            }
+            return;
+        }
+        let Some((_, _, owner)) = self.by_size.pop_last() else {
             return;
         };
         let Some(kept) = self.owners.get_mut(&owner) else {
@@ -165,10 +205,19 @@ impl OutcomeStore {
         let Some(oldest) = kept.pop_front() else {
             return;
         };
-        if kept.is_empty() {
-            self.owners.remove(&owner);
-        } else {
-            self.by_size.insert((count - 1, newest, owner));
+        match kept.back() {
+            Some(&newest) => {
+                self.by_size.insert((kept.len(), newest, owner));
+            }
+            None => {
+                self.owners.remove(&owner);
+                if self.owners.len() == 1 {
+                    // One submitter left: no index needed.
+                    self.sole = self.owners.keys().next().copied();
+                    self.owners.clear();
+                    self.by_size.clear();
+                }
+            }
         }
         self.forget(oldest);
     }

@@ -66,7 +66,12 @@ fn may_write(caller: &Principal, access: WriteAccess) -> bool {
 
 /// The caller may write, or [`WriteError::NotAuthorized`].
 pub fn require_writer(access: WriteAccess) -> Result<(), WriteError> {
-    if may_write(&ic_cdk::api::msg_caller(), access) {
+    require_writer_as(&ic_cdk::api::msg_caller(), access)
+}
+
+/// `caller` (the message's caller, already read) may write, or [`WriteError::NotAuthorized`].
+pub fn require_writer_as(caller: &Principal, access: WriteAccess) -> Result<(), WriteError> {
+    if may_write(caller, access) {
         Ok(())
     } else {
         Err(WriteError::NotAuthorized)

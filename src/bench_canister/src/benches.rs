@@ -226,6 +226,11 @@ fn unbatched(kind: Workload, n: usize) -> BenchResult {
     })
 }
 
+/// The owner the submit path records for the bench's caller (read once per message there too).
+fn bench_owner() -> batch_core::Owner {
+    batch_core::Owner::of(ic_cdk::api::msg_caller().as_slice())
+}
+
 /// Replaces the canister's queue with one configured by `config`.
 fn reset_queue(config: Config) {
     crate::QUEUE.with_borrow_mut(|q| *q = BatchQueue::new(config).expect("valid bench config"));
@@ -240,11 +245,12 @@ fn batched_ops(ops: Vec<WriteOp>, flush_size: usize) -> BenchResult {
         ..Config::default()
     });
     let n = ops.len();
+    let owner = bench_owner();
     let result = bench_fn(|| {
         {
             let _scope = bench_scope("submit_and_size_flushes");
             for op in ops {
-                enqueue(op, Origin::Typed).expect("queue has room");
+                enqueue(op, Origin::Typed, owner).expect("queue has room");
             }
         }
         let _scope = bench_scope("final_flush");
@@ -445,7 +451,12 @@ fn queue_with_pending(n: usize) {
         ..Config::default()
     });
     for i in 0..n {
-        enqueue(to_write_op(&Workload::Insert.op(i)), Origin::Typed).expect("queue has room");
+        enqueue(
+            to_write_op(&Workload::Insert.op(i)),
+            Origin::Typed,
+            bench_owner(),
+        )
+        .expect("queue has room");
     }
 }
 

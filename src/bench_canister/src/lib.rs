@@ -190,17 +190,16 @@ enum Origin {
     Sql,
 }
 
-/// Queues `op` for the caller and, when that fills a batch and the queue is healthy, flushes
-/// the ops before the first pending controller SQL op in this call (never an op that could
-/// make this caller's message trap; see [`timer`]). No timer is armed here (queries, such as
-/// canbench's benches, may not set timers); [`submit`] adds that.
-fn enqueue(op: WriteOp, origin: Origin) -> Result<Ticket, WriteError> {
+/// Queues `op` for `owner` (the caller's [`Owner`]) and, when that fills a batch and the queue
+/// is healthy, flushes the ops before the first pending controller SQL op in this call (never
+/// an op that could make this caller's message trap; see [`timer`]). No timer is armed here
+/// (queries, such as canbench's benches, may not set timers); [`submit`] adds that.
+fn enqueue(op: WriteOp, origin: Origin, owner: Owner) -> Result<Ticket, WriteError> {
     let now = ic_cdk::api::time();
     if QUEUE.with_borrow(BatchQueue::is_empty) {
         // The watchdog measures stalls from here.
         timer::progress(now);
     }
-    let owner = caller_owner();
     let submitted = QUEUE
         .with_borrow_mut(|q| q.submit_as(op, now, owner))
         .map_err(|e| match e {
@@ -236,9 +235,11 @@ fn enqueue(op: WriteOp, origin: Origin) -> Result<Ticket, WriteError> {
 /// The batched write path of every `submit_*` method: check the caller, [`enqueue`], make sure
 /// a timer will flush what is left, and reply.
 fn submit(op: Result<WriteOp, WriteError>) {
-    let submitted = access::require_writer(write_access())
+    // The caller is read once (each System API call costs about 500 instructions).
+    let caller = ic_cdk::api::msg_caller();
+    let submitted = access::require_writer_as(&caller, write_access())
         .and(op)
-        .and_then(|op| enqueue(op, Origin::Typed));
+        .and_then(|op| enqueue(op, Origin::Typed, Owner::of(caller.as_slice())));
     timer::ensure();
     reply_ticket(submitted);
 }
@@ -426,7 +427,7 @@ fn submit_delete_user_orders(user_id: i64) {
 #[ic_cdk::update]
 fn submit_sql(statements: Vec<SqlStatement>) -> SubmitResult {
     let op = access::require_controller().and_then(|()| sql_op(statements));
-    let submitted = op.and_then(|op| enqueue(op, Origin::Sql));
+    let submitted = op.and_then(|op| enqueue(op, Origin::Sql, caller_owner()));
     timer::ensure();
     submitted.into()
 }

@@ -149,3 +149,42 @@ fn owners_differ_and_never_collide_with_none() {
 /// `Owner::of(&[0xC0, 0xFF, 0xEE, 0x01])`, computed once: saved queues keep digests, so the
 /// function must not change.
 const OWNER_OF_COFFEE: u64 = 11_585_815_917_880_957_754;
+
+proptest::proptest! {
+    /// The store keeps exactly what the eviction rule says, computed the slow way: when full,
+    /// drop the oldest outcome of the submitter with the most kept outcomes, ties going to the
+    /// one whose newest kept outcome is newest.
+    #[test]
+    fn eviction_matches_the_rule(
+        capacity in 0usize..8,
+        submitters in proptest::collection::vec(0u8..4, 0..60),
+    ) {
+        let mut store = OutcomeStore::new(capacity, 100);
+        let mut model: Vec<(Ticket, Owner)> = Vec::new();
+        for (i, s) in submitters.iter().enumerate() {
+            let ticket = i as Ticket + 1;
+            let owner = Owner::of(&[*s]);
+            store.insert(ticket, owner, outcome(ticket));
+            if capacity > 0 {
+                model.push((ticket, owner));
+            }
+            while model.len() > capacity {
+                let mut best: Option<(usize, Ticket, Owner)> = None;
+                for &(_, o) in &model {
+                    let mine: Vec<Ticket> =
+                        model.iter().filter(|(_, x)| *x == o).map(|(t, _)| *t).collect();
+                    let key = (mine.len(), *mine.last().unwrap(), o);
+                    if best.is_none_or(|b| key > b) {
+                        best = Some(key);
+                    }
+                }
+                let (_, _, victim) = best.unwrap();
+                let at = model.iter().position(|(_, o)| *o == victim).unwrap();
+                model.remove(at);
+            }
+            let tickets: Vec<Ticket> = model.iter().map(|(t, _)| *t).collect();
+            proptest::prop_assert_eq!(kept(&store), tickets);
+            proptest::prop_assert_eq!(store.len(), model.len());
+        }
+    }
+}
