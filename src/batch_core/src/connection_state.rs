@@ -21,6 +21,12 @@
 //! `user_version` and `application_id`, which are stored in the database header and written
 //! inside the transaction.
 //!
+//! Refused before it is compiled, such a statement never changes a flag, so no statement
+//! compiled under one value of a flag outlives it. (A flag the application changes itself, by
+//! *running* a pragma, as `Connection::pragma_update` does, expires every prepared statement:
+//! SQLite's pragma code ends with `OP_Expire`, and an expired statement is compiled again
+//! before its next step. The flaw was a pragma compiled and never run.)
+//!
 //! Replacing the connection's authorizer (rusqlite's `Connection::authorizer`) removes this
 //! one; batch_core installs it again at its next execution.
 

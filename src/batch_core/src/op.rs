@@ -36,7 +36,7 @@ impl Owner {
     /// No submitter: the owner of ops queued with [`BatchQueue::submit`](crate::BatchQueue::submit).
     pub const NONE: Owner = Owner(0);
 
-    /// The owner of `identity` (never [`Owner::NONE`]). About 6 instructions per byte.
+    /// The owner of `identity` (never [`Owner::NONE`]). A few instructions per byte.
     pub fn of(identity: &[u8]) -> Owner {
         let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
         for &byte in identity {
