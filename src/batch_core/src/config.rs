@@ -14,7 +14,8 @@ mod tests;
 /// | `max_pending` | 10 000 | queue capacity; a full queue rejects submits with `QueueFull` |
 /// | `max_pending_bytes` | 128 MiB | queue capacity in bytes of SQL and parameters ([`WriteOp::size_bytes`](crate::WriteOp::size_bytes)) |
 /// | `flush_instruction_budget` | 10 billion | a flush starts no new op after this many instructions, and interrupts the running op at twice as many |
-/// | `outcome_capacity` | 10 000 | outcomes kept for [`status`](crate::BatchQueue::status) |
+/// | `outcome_capacity` | 10 000 | outcomes kept for [`status`](crate::BatchQueue::status), evicted per submitter |
+/// | `history_capacity` | [`DEFAULT_HISTORY_CAPACITY`] | flushed tickets whose submitter and "committed" flag are kept after their outcome is evicted |
 /// | `coalesce_rows` | [`DEFAULT_COALESCE_ROWS`] | most rows per multi-row INSERT when consecutive single-row INSERTs are coalesced; 0 or 1 turns coalescing off |
 ///
 /// The defaults suit an update or timer message on the Internet Computer (40 billion
@@ -46,9 +47,16 @@ pub struct Config {
     /// until the flush has used twice the budget, when the instruction guard interrupts it
     /// (see [`BatchQueue::flush`](crate::BatchQueue::flush)). At least 1.
     pub flush_instruction_budget: u64,
-    /// Number of outcomes kept; when full, the outcome of the oldest ticket is evicted first.
-    /// 0 keeps none (every [`status`](crate::BatchQueue::status) after a flush is `Evicted`).
+    /// Number of outcomes kept. When full, the oldest outcome of the submitter that keeps the
+    /// most is evicted (among those keeping as many, the one that added an outcome last), so a
+    /// submitter's outcomes make room only for its own, never for another's (see
+    /// [`BatchQueue::submit_as`](crate::BatchQueue::submit_as)). 0 keeps none (every
+    /// [`status`](crate::BatchQueue::status) after a flush is `Evicted`).
     pub outcome_capacity: usize,
+    /// Number of flushed tickets whose submitter and whether they committed are kept after
+    /// their outcome is evicted (8 bytes each): [`OpStatus::Evicted`](crate::OpStatus::Evicted)
+    /// says whether such an op committed, to its submitter only. 0 keeps none.
+    pub history_capacity: usize,
     /// Statement coalescing: consecutive ops with the same single-row
     /// `INSERT INTO t (cols) VALUES (?, ...)` run as multi-row INSERTs of at most this many rows
     /// (rounded down to a power of two, and within SQLite's bind-parameter limit), with each op's
@@ -62,6 +70,9 @@ pub struct Config {
 /// crate's README.
 pub const DEFAULT_COALESCE_ROWS: usize = 128;
 
+/// The default of [`Config::history_capacity`]: 1,048,576 tickets (8 MiB once full).
+pub const DEFAULT_HISTORY_CAPACITY: usize = 1 << 20;
+
 impl Default for Config {
     fn default() -> Self {
         Config {
@@ -71,6 +82,7 @@ impl Default for Config {
             max_pending_bytes: 128 << 20,
             flush_instruction_budget: 10_000_000_000,
             outcome_capacity: 10_000,
+            history_capacity: DEFAULT_HISTORY_CAPACITY,
             coalesce_rows: DEFAULT_COALESCE_ROWS,
         }
     }

@@ -11,6 +11,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use rusqlite::{CachedStatement, Connection, ErrorCode, ffi};
 
 use crate::config::DEFAULT_COALESCE_ROWS;
+use crate::connection_state::{self, OpScope};
 use crate::meter::{Budget, InstructionMeter};
 use crate::op::{OpOutcome, Statement, WriteOp};
 
@@ -68,8 +69,9 @@ pub enum FlushError {
     /// the op that makes `COMMIT` fail by halving its next flushes (see there).
     #[error("COMMIT failed: {0}")]
     Commit(#[source] rusqlite::Error),
-    /// The instruction guard (SQLite's progress handler) could not be installed on the
-    /// connection. Nothing was executed.
+    /// The instruction guard (SQLite's progress handler) or the authorizer that refuses
+    /// statements changing the connection could not be installed on the connection (rusqlite
+    /// does not own it). Nothing was executed.
     #[error("installing the instruction guard failed: {0}")]
     Guard(#[source] rusqlite::Error),
     /// The statements run inside the transaction just before `COMMIT` (a keyed batch's record,
@@ -132,16 +134,18 @@ pub fn execute_batch(conn: &Connection, ops: &[WriteOp]) -> Result<Vec<OpOutcome
 ///   that fail with [`SQLITE_INTERRUPT`](ffi::SQLITE_INTERRUPT) and "not executed: ..." without
 ///   running.
 /// - The running op is interrupted (SQLite's progress handler reads the meter every
-///   [`PROGRESS_PERIOD_OPS`] virtual-machine operations) once the batch's current transaction
-///   has used [`budget.op_limit()`](Budget::op_limit) instructions. An interrupt rolls back the
-///   whole transaction in SQLite, so the earlier ops are re-applied (as after any lost
-///   transaction) and the interrupted op fails with `SQLITE_INTERRUPT` and "interrupted: ...".
-///   Nothing of it is committed; the other ops are unaffected.
+///   [`PROGRESS_PERIOD_OPS`] virtual-machine operations) once the batch has used
+///   [`budget.op_limit()`](Budget::op_limit) instructions. An interrupt rolls back the whole
+///   transaction in SQLite, so the earlier ops are re-applied (as after any lost transaction)
+///   and the interrupted op fails with `SQLITE_INTERRUPT` and "interrupted: ...". Nothing of it
+///   is committed; the other ops are unaffected.
+/// - The re-application runs within [`budget.flush_limit()`](Budget::flush_limit), counted from
+///   the batch's start: a re-applied op still running there (its cost varies) is interrupted
+///   too and fails the same way, having committed nothing.
 ///
-/// Worst case, the batch uses about `3 × budget.instructions`: up to `op_limit` until the
-/// interrupt, then the re-application of the ops that ran before the interrupted one (they all
-/// started under the budget), plus rollback and `COMMIT`. Keep that under the message's
-/// instruction limit.
+/// So the batch uses at most `flush_limit` (`3 × budget.instructions`) on ops, plus what a
+/// statement runs between two reads of the meter, rollback and `COMMIT`, whatever the ops.
+/// Keep that under the message's instruction limit.
 pub fn execute_batch_within<M: InstructionMeter>(
     conn: &Connection,
     ops: &[WriteOp],
@@ -197,7 +201,17 @@ pub(crate) fn not_executed<M>(budget: &Budget<M>) -> OpOutcome {
 /// a transaction open, the op joins it instead. Errors, including a failed commit, are reported
 /// as [`OpOutcome::Failed`]. In a canister use [`execute_autocommit_within`].
 pub fn execute_autocommit(conn: &Connection, op: &WriteOp) -> OpOutcome {
+    if let Err(error) = connection_state::ensure_guarded(conn) {
+        return guard_failed(&error);
+    }
     execute_op(&mut Statements::new(conn), op, Mode::Autocommit, None).outcome
+}
+
+fn guard_failed(error: &rusqlite::Error) -> OpOutcome {
+    OpOutcome::Failed {
+        code: error_code(error),
+        error: format!("installing the instruction guard failed: {error}"),
+    }
 }
 
 /// [`execute_autocommit`] within an instruction budget: the op is interrupted once it has used
@@ -209,14 +223,11 @@ pub fn execute_autocommit_within<M: InstructionMeter>(
     op: &WriteOp,
     budget: &Budget<M>,
 ) -> OpOutcome {
-    let guard = match Guard::install(conn, &budget.meter) {
+    let guard = match connection_state::ensure_guarded(conn)
+        .and_then(|()| Guard::install(conn, &budget.meter))
+    {
         Ok(guard) => guard,
-        Err(error) => {
-            return OpOutcome::Failed {
-                code: error_code(&error),
-                error: format!("installing the instruction guard failed: {error}"),
-            };
-        }
+        Err(error) => return guard_failed(&error),
     };
     guard.arm(
         budget
@@ -271,8 +282,20 @@ impl<'c> Statements<'c> {
         }
     }
 
-    /// Runs `statement` to completion with the batch's prepared statement for its text.
+    /// Runs `statement` to completion with the batch's prepared statement for its text. A
+    /// statement the authorizer refused (it would change the connection) fails as
+    /// [`StatementError::Refused`].
     fn run(&mut self, statement: &Statement) -> Result<u64, StatementError> {
+        match self.run_unchecked(statement) {
+            Err(StatementError::Sqlite(error)) => Err(match connection_state::take_refusal() {
+                Some(reason) => StatementError::Refused(reason),
+                None => StatementError::Sqlite(error),
+            }),
+            other => other,
+        }
+    }
+
+    fn run_unchecked(&mut self, statement: &Statement) -> Result<u64, StatementError> {
         let conn = self.conn;
         if let Some(i) = self
             .held
@@ -376,6 +399,11 @@ pub(crate) struct BatchRun {
     pub(crate) left_after_interrupt: bool,
     /// Ops of the prefix that committed as rows of multi-row INSERTs (statement coalescing).
     pub(crate) coalesced: usize,
+    /// The flush reached its total limit ([`Budget::flush_limit`]) after a restart, with
+    /// [`OnInterrupt::LeavePending`]: the transaction was rolled back and nothing executed
+    /// (`outcomes` is empty). The number is how many ops had been admitted (at least 1): a
+    /// flush of fewer ops needs less re-application.
+    pub(crate) capped: Option<usize>,
 }
 
 impl BatchRun {
@@ -399,10 +427,14 @@ impl BatchRun {
 /// reading `start`, taken by the caller before `BEGIN`): op `i > 0` starts only while fewer than
 /// `budget.instructions` have been used since `start` (one read before each op or chunk after
 /// the first), so at least one op runs; and the guard interrupts the running statement once the
-/// current transaction attempt has used `budget.op_limit()` (counted from `start` for the first
-/// attempt, from a [`instructions_while_running`](InstructionMeter::instructions_while_running)
-/// read after `BEGIN` for each restart). An interrupted op is failed or left per
-/// `on_interrupt`.
+/// execution has used `budget.op_limit()` since `start`, except while a restart re-applies the
+/// ops that had committed: that runs until [`budget.flush_limit()`](Budget::flush_limit) since
+/// `start` (no deadline counted from the restart, so the whole execution stays within
+/// `flush_limit` whatever the ops cost the second time). An interrupted op is failed or left per
+/// `on_interrupt`; with [`OnInterrupt::LeavePending`], an interrupt of the re-application ends
+/// the execution without effect ([`BatchRun::capped`]): re-applying again would pass the limit,
+/// and failing a re-applied op would be false (it committed, and was only undone with the
+/// transaction).
 ///
 /// Consecutive single-row INSERTs of one shape run as chunks of up to `coalesce_rows` rows
 /// (see the `coalesce` module). An interrupted chunk's ops are all failed
@@ -448,6 +480,7 @@ pub(crate) fn run_batch_then<'a, M: InstructionMeter>(
         Some((budget, start)) => (Some(budget), Some(start)),
         None => (None, None),
     };
+    connection_state::ensure_guarded(conn).map_err(FlushError::Guard)?;
     let guard = match budget {
         Some(b) => Some(Guard::install(conn, &b.meter).map_err(FlushError::Guard)?),
         None => None,
@@ -465,12 +498,15 @@ pub(crate) fn run_batch_then<'a, M: InstructionMeter>(
     // The first op of a chunk that kept nothing, and the chunk's end: it runs alone; if it
     // commits, the failing op was another one and the rest of the chunk runs alone too.
     let mut probe: Option<(usize, usize)> = None;
-    let mut first_attempt = true;
+    // Whether the next transaction attempt is a restart (after a lost transaction).
+    let mut restarted = false;
     'attempt: loop {
         if let Some(guard) = &guard {
             guard.disarm();
         }
-        if first_attempt {
+        let restart = restarted;
+        restarted = true;
+        if !restart {
             coalescer.ran_other(None, true);
         } else {
             // The ROLLBACK that ended the last attempt ran with the guard armed: past its
@@ -480,15 +516,14 @@ pub(crate) fn run_batch_then<'a, M: InstructionMeter>(
             coalescer.rolled_back();
         }
         control(conn, BEGIN).map_err(FlushError::Begin)?;
-        if let (Some(guard), Some(b), Some(start)) = (&guard, budget, start) {
-            let attempt_start = if first_attempt {
-                start
-            } else {
-                b.meter.instructions_while_running()
-            };
-            guard.arm(attempt_start.saturating_add(b.op_limit()));
+        // The limit of this attempt's re-application (a restart's first phase) and of the ops
+        // it admits, both counted from the execution's start.
+        let (reapply_limit, limit) = budget.map_or((0, 0), |b| (b.flush_limit(), b.op_limit()));
+        let limit = if restart { reapply_limit } else { limit };
+        if let (Some(guard), Some(start)) = (&guard, start) {
+            guard.arm(start.saturating_add(limit));
         }
-        first_attempt = false;
+
         // After a lost transaction: re-apply the admitted ops that had committed (in chunks
         // again where they form runs). Failed ops had no effect and keep their outcome; in
         // particular the op whose failure ended the transaction is never executed again, so
@@ -518,11 +553,8 @@ pub(crate) fn run_batch_then<'a, M: InstructionMeter>(
                 let first = chunk.positions[0];
                 if tripped() {
                     if on_interrupt == OnInterrupt::LeavePending {
-                        // It did not have the whole budget (the first op runs alone): it runs
-                        // in the next flush.
-                        run.truncate(first);
-                        len = first;
-                        run.left_after_interrupt = true;
+                        // Re-application happens in restarts only: the limit is reached.
+                        return Ok(cap_reached(conn, guard.as_ref(), &run, &mut coalescer));
                     } else {
                         // The chunk's ops fail as interrupted, up to the first op between them
                         // (a failed one, whose outcome is stale now); from there on, again.
@@ -535,7 +567,8 @@ pub(crate) fn run_batch_then<'a, M: InstructionMeter>(
                         run.truncate(gap);
                         for i in first..gap {
                             run.interrupted += 1;
-                            run.outcomes[i] = interrupted(interrupt_error(budget, i, on_interrupt));
+                            run.outcomes[i] =
+                                interrupted(interrupt_error(limit, i, on_interrupt, restart));
                         }
                     }
                 } else {
@@ -554,13 +587,10 @@ pub(crate) fn run_batch_then<'a, M: InstructionMeter>(
             }
             let op_run = execute_op(&mut statements, op_at(i), Mode::Batch, guard.as_ref());
             coalescer.ran_other(Some(op_at(i)), op_run.outcome.is_committed());
-            if op_run.interrupted && on_interrupt == OnInterrupt::LeavePending && i > 0 {
-                // It did not have the whole budget: it runs first in the next flush.
-                end_transaction(conn);
-                run.truncate(i);
-                len = i;
-                run.left_after_interrupt = true;
-                continue 'attempt;
+            if op_run.interrupted && on_interrupt == OnInterrupt::LeavePending {
+                // Re-application happens in restarts only: the limit is reached. (Failing the
+                // op would be false: it committed before and was only re-applied.)
+                return Ok(cap_reached(conn, guard.as_ref(), &run, &mut coalescer));
             }
             let diverged = !op_run.outcome.is_committed();
             if diverged {
@@ -569,7 +599,7 @@ pub(crate) fn run_batch_then<'a, M: InstructionMeter>(
             run.outcomes[i] = op_run.outcome;
             if op_run.interrupted {
                 run.interrupted += 1;
-                run.outcomes[i] = interrupted(interrupt_error(budget, i, on_interrupt));
+                run.outcomes[i] = interrupted(interrupt_error(limit, i, on_interrupt, restart));
             }
             if op_run.transaction_lost {
                 end_transaction(conn);
@@ -580,7 +610,11 @@ pub(crate) fn run_batch_then<'a, M: InstructionMeter>(
                 break;
             }
         }
-        // Admit and run new ops.
+        // Admit and run new ops, within `op_limit`.
+        let limit = budget.map_or(0, Budget::op_limit);
+        if restart && let (Some(guard), Some(start)) = (&guard, start) {
+            guard.arm(start.saturating_add(limit));
+        }
         while run.outcomes.len() < len {
             let i = run.outcomes.len();
             if i > 0
@@ -622,9 +656,10 @@ pub(crate) fn run_batch_then<'a, M: InstructionMeter>(
                                 for j in i..i + rows {
                                     run.interrupted += 1;
                                     run.outcomes.push(interrupted(interrupt_error(
-                                        budget,
+                                        limit,
                                         j,
                                         on_interrupt,
+                                        restart,
                                     )));
                                 }
                             }
@@ -649,8 +684,12 @@ pub(crate) fn run_batch_then<'a, M: InstructionMeter>(
                     run.left_after_interrupt = true;
                 } else {
                     run.interrupted += 1;
-                    run.outcomes
-                        .push(interrupted(interrupt_error(budget, i, on_interrupt)));
+                    run.outcomes.push(interrupted(interrupt_error(
+                        limit,
+                        i,
+                        on_interrupt,
+                        restart,
+                    )));
                 }
                 continue 'attempt;
             }
@@ -692,14 +731,30 @@ pub(crate) fn run_batch_then<'a, M: InstructionMeter>(
     Ok(run)
 }
 
-/// The error text of op `index`, interrupted by the guard of `budget`.
-fn interrupt_error<M: InstructionMeter>(
-    budget: Option<&Budget<M>>,
-    index: usize,
-    on_interrupt: OnInterrupt,
-) -> String {
-    let limit = budget.map_or(0, Budget::op_limit);
-    if on_interrupt == OnInterrupt::LeavePending && index == 0 {
+/// Ends an execution without effect when its limit is reached in a restart
+/// ([`BatchRun::capped`]).
+fn cap_reached(
+    conn: &Connection,
+    guard: Option<&Guard<'_>>,
+    run: &BatchRun,
+    coalescer: &mut Coalescer<'_, '_>,
+) -> BatchRun {
+    if let Some(guard) = guard {
+        // Disarmed, the ROLLBACK runs to its end.
+        guard.disarm();
+    }
+    end_transaction(conn);
+    coalescer.rolled_back();
+    BatchRun {
+        capped: Some(run.outcomes.len().max(1)),
+        ..BatchRun::default()
+    }
+}
+
+/// The error text of op `index`, interrupted by the guard at `limit` instructions (in a
+/// restart if `restart`).
+fn interrupt_error(limit: u64, index: usize, on_interrupt: OnInterrupt, restart: bool) -> String {
+    if on_interrupt == OnInterrupt::LeavePending && index == 0 && !restart {
         format!(
             "interrupted: the op was still running after {limit} instructions, alone at the start of a flush (2 × flush_instruction_budget), and was rolled back"
         )
@@ -742,6 +797,8 @@ fn execute_op(
     guard: Option<&Guard<'_>>,
 ) -> OpRun {
     let conn = statements.conn;
+    // While it runs, statements that would change the connection are refused.
+    let _scope = OpScope::enter();
     reset_last_insert_rowid(conn);
     let mut run = match op {
         WriteOp::Single(statement) => match statements.run(statement) {
@@ -907,13 +964,17 @@ enum StatementError {
     /// The statement is empty, read-only or transaction control.
     #[error("{}", NOT_A_WRITE_ERROR)]
     NotAWrite,
+    /// The authorizer refused the statement before it took effect: it would change the
+    /// connection (see `connection_state`).
+    #[error("{0}")]
+    Refused(String),
 }
 
 impl StatementError {
     fn is_uncertain(&self) -> bool {
         match self {
             StatementError::Sqlite(error) => is_uncertain(error),
-            StatementError::NotAWrite => false,
+            StatementError::NotAWrite | StatementError::Refused(_) => false,
         }
     }
 
@@ -921,6 +982,7 @@ impl StatementError {
         match self {
             StatementError::Sqlite(error) => error_code(error),
             StatementError::NotAWrite => ffi::SQLITE_MISUSE,
+            StatementError::Refused(_) => ffi::SQLITE_AUTH,
         }
     }
 }

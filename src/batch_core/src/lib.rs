@@ -6,6 +6,7 @@ pub use rusqlite;
 
 mod clock;
 mod config;
+mod connection_state;
 mod dedup;
 mod executor;
 mod meter;
@@ -17,7 +18,7 @@ mod queue;
 mod testing;
 
 pub use clock::{Clock, ManualClock};
-pub use config::{Config, ConfigError, DEFAULT_COALESCE_ROWS};
+pub use config::{Config, ConfigError, DEFAULT_COALESCE_ROWS, DEFAULT_HISTORY_CAPACITY};
 pub use dedup::{
     Admitted, BatchDigest, BatchKey, DEFAULT_MAX_BYTES, DEFAULT_MAX_KEYS,
     DEFAULT_PERMITTED_DRIFT_NS, DEFAULT_WINDOW_NS, DedupConfig, DedupConfigError, DedupCounters,
@@ -29,7 +30,7 @@ pub use executor::{
     execute_batch_within,
 };
 pub use meter::{Budget, CountingMeter, InstructionMeter};
-pub use op::{OpOutcome, SqlValue, Statement, Ticket, WriteOp};
+pub use op::{OpOutcome, Owner, SqlValue, Statement, Ticket, WriteOp};
 pub use persist::{FORMAT_VERSION, MAGIC, RestoreError, SaveError};
 pub use queue::{
     BatchQueue, FlushReport, MAX_ERROR_BYTES, OpStatus, PendingOp, QueueState, Stats,

@@ -69,6 +69,16 @@ impl<M: InstructionMeter> Budget<M> {
     pub fn op_limit(&self) -> u64 {
         self.instructions.saturating_mul(2)
     }
+
+    /// Instructions a whole execution may use: `3 × instructions` (saturating). After an
+    /// interrupt (at [`op_limit`](Self::op_limit)) or any error that rolls back the
+    /// transaction, the earlier ops are re-applied within this limit, counted from the
+    /// execution's start, not from the restart: the ops admitted before the budget was used up
+    /// took less than `instructions` the first time, so re-applying them normally fits, and an
+    /// op whose cost varies cannot push the execution further.
+    pub fn flush_limit(&self) -> u64 {
+        self.instructions.saturating_mul(3)
+    }
 }
 
 /// A deterministic meter for native tests: the first read returns 0 and every

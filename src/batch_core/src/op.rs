@@ -12,8 +12,57 @@ mod tests;
 /// Identifier of an accepted op: issued by [`BatchQueue::submit`](crate::BatchQueue::submit),
 /// starting at 1, increasing by one per accepted op, never reused (also across upgrades when the
 /// queue is restored with [`BatchQueue::from_state`](crate::BatchQueue::from_state)).
-/// Ticket 0 is never issued.
+/// Ticket 0 is never issued. A queue may start at a larger ticket
+/// ([`BatchQueue::with_first_ticket`](crate::BatchQueue::with_first_ticket)), so that tickets
+/// stay unique across queues (a canister seeds it with the time of its install).
 pub type Ticket = u64;
+
+/// Who submitted an op, as the queue keeps it: a 64-bit digest of the submitter's identity
+/// bytes (an Internet Computer principal, say), so that each queued op, kept outcome and history
+/// record carries 8 bytes rather than the identity.
+///
+/// [`BatchQueue::status_for`](crate::BatchQueue::status_for) compares owners to answer only the
+/// submitter, so two identities with the same digest would see each other's outcomes. The
+/// digest is FNV-1a over the bytes with a final 64-bit mix and its lowest bit cleared (63 bits
+/// count): identities that are themselves hashes of keys, as principals of users are, cannot be
+/// chosen to collide with a given one short of about 2^63 attempts. Do not use identities a
+/// caller can pick freely.
+#[derive(
+    Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize,
+)]
+pub struct Owner(u64);
+
+impl Owner {
+    /// No submitter: the owner of ops queued with [`BatchQueue::submit`](crate::BatchQueue::submit).
+    pub const NONE: Owner = Owner(0);
+
+    /// The owner of `identity` (never [`Owner::NONE`]). A few instructions per byte.
+    pub fn of(identity: &[u8]) -> Owner {
+        let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
+        for &byte in identity {
+            hash ^= u64::from(byte);
+            hash = hash.wrapping_mul(0x0000_0100_0000_01b3);
+        }
+        // The finalizer of splitmix64: every input bit moves every output bit.
+        hash = (hash ^ (hash >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        hash = (hash ^ (hash >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        hash ^= hash >> 31;
+        match hash & !1 {
+            0 => Owner(2),
+            digest => Owner(digest),
+        }
+    }
+
+    /// The digest (its lowest bit is 0).
+    pub fn digest(self) -> u64 {
+        self.0
+    }
+
+    /// The owner with digest `digest` (its lowest bit is ignored).
+    pub fn from_digest(digest: u64) -> Owner {
+        Owner(digest & !1)
+    }
+}
 
 /// A value bound to a statement parameter: SQLite's five storage classes.
 ///

@@ -9,8 +9,8 @@ use serde::{Deserialize, Serialize};
 use crate::config::{Config, ConfigError};
 use crate::executor::{BatchRun, CoalesceCache, FlushError, OnInterrupt, error_code, run_batch};
 use crate::meter::{Budget, InstructionMeter};
-use crate::op::{OpOutcome, Ticket, WriteOp};
-use crate::outcome_store::OutcomeStore;
+use crate::op::{OpOutcome, Owner, Ticket, WriteOp};
+use crate::outcome_store::{History, OutcomeStore};
 
 #[cfg(test)]
 mod proptests;
@@ -29,10 +29,13 @@ pub struct BatchQueue {
     pending: VecDeque<PendingOp>,
     /// Sum of the pending ops' [`WriteOp::size_bytes`].
     pending_bytes: usize,
+    /// The first ticket this queue issued (tickets below it are `Unknown`).
+    first_ticket: Ticket,
     next_ticket: Ticket,
     outcomes: OutcomeStore,
     stats: Stats,
-    /// After a failed `COMMIT` of several ops: the most ops the next flush may execute.
+    /// After a `COMMIT` that an op made fail, or a flush stopped at its total instruction limit:
+    /// the most ops the next flush may execute.
     commit_limit: Option<usize>,
     /// What statement coalescing learned about SQL texts and tables (not saved: rebuilt after
     /// an upgrade).
@@ -106,6 +109,10 @@ pub struct FlushReport {
     pub more_due: bool,
     /// Instructions the flush used, from its first to its last meter read (after `COMMIT`).
     pub instructions: u64,
+    /// The flush reached its total instruction limit ([`Budget::flush_limit`], 3 × the budget)
+    /// while it re-applied ops after an interrupt, and was rolled back: nothing was executed,
+    /// every op stays queued, and the next flush executes at most half as many ops.
+    pub capped: bool,
 }
 
 /// Where an op is, by ticket.
@@ -115,9 +122,16 @@ pub enum OpStatus {
     Pending,
     /// Flushed: its outcome.
     Done(OpOutcome),
-    /// Flushed, but its outcome was evicted from the bounded outcome store.
-    Evicted,
-    /// No such ticket was ever issued.
+    /// Flushed, but its outcome was evicted from the bounded outcome store (see
+    /// [`Config::outcome_capacity`]).
+    Evicted {
+        /// Whether the op committed, from the history of the last
+        /// [`Config::history_capacity`] flushed tickets; `None` for an older ticket.
+        committed: Option<bool>,
+    },
+    /// Issued to another submitter ([`BatchQueue::status_for`]): only its submitter may see it.
+    NotYours,
+    /// No such ticket was ever issued by this queue.
     Unknown,
 }
 
@@ -143,6 +157,9 @@ pub struct Stats {
     pub last_flush_instructions: u64,
     /// Flushes that failed with a [`FlushError`] (the queue was left unchanged).
     pub flush_errors: u64,
+    /// Flushes stopped at their total instruction limit while re-applying ops
+    /// ([`FlushReport::capped`]; the queue was left unchanged).
+    pub capped_flushes: u64,
     /// Ops that failed because the instruction guard interrupted them (included in `failed`).
     pub interrupted: u64,
     /// The most recent flush error, or failure of an op by the instruction guard, as text
@@ -157,6 +174,8 @@ pub struct PendingOp {
     pub ticket: Ticket,
     /// When it was submitted (the `now_ns` passed to `submit`).
     pub enqueued_ns: u64,
+    /// Who submitted it ([`Owner::NONE`] through [`BatchQueue::submit`]).
+    pub owner: Owner,
     /// The op.
     pub op: WriteOp,
 }
@@ -166,6 +185,8 @@ pub struct PendingOp {
 pub struct StoredOutcome {
     /// The op's ticket.
     pub ticket: Ticket,
+    /// Who submitted it.
+    pub owner: Owner,
     /// Its outcome.
     pub outcome: OpOutcome,
 }
@@ -177,26 +198,48 @@ pub struct StoredOutcome {
 pub struct QueueState {
     /// Queued ops, oldest first (tickets increasing).
     pub pending: Vec<PendingOp>,
+    /// The first ticket the queue issued.
+    pub first_ticket: Ticket,
     /// The ticket the next accepted op gets.
     pub next_ticket: Ticket,
     /// Kept outcomes, oldest first (tickets increasing, all below the pending ones).
     pub outcomes: Vec<StoredOutcome>,
+    /// The first ticket of `history`.
+    pub history_base: Ticket,
+    /// Who submitted each flushed ticket from `history_base` on, and whether it committed.
+    pub history: Vec<(Owner, bool)>,
     /// The counters.
     pub stats: Stats,
-    /// After a failed `COMMIT` of several ops: the most ops the next flush may execute.
+    /// After a `COMMIT` that an op made fail, or a flush stopped at its total limit: the most
+    /// ops the next flush may execute.
     pub commit_limit: Option<u64>,
 }
 
 impl BatchQueue {
-    /// An empty queue. Fails if `config` is invalid ([`Config::validate`]).
+    /// An empty queue issuing tickets 1, 2, 3, ... Fails if `config` is invalid
+    /// ([`Config::validate`]).
     pub fn new(config: Config) -> Result<Self, ConfigError> {
+        Self::with_first_ticket(config, 1)
+    }
+
+    /// An empty queue issuing tickets `first_ticket`, `first_ticket + 1`, ...: a queue that
+    /// replaces another (a canister reinstalled with its state wiped) starts past every ticket
+    /// the other issued, so that a client's old ticket is `Unknown` rather than someone else's
+    /// op. Fails if `config` is invalid or `first_ticket` is 0.
+    pub fn with_first_ticket(config: Config, first_ticket: Ticket) -> Result<Self, ConfigError> {
         config.validate()?;
+        if first_ticket == 0 {
+            return Err(ConfigError::InvalidState {
+                reason: "the first ticket is 0".to_owned(),
+            });
+        }
         Ok(BatchQueue {
-            outcomes: OutcomeStore::new(config.outcome_capacity),
+            outcomes: OutcomeStore::new(config.outcome_capacity, config.history_capacity),
             config,
             pending: VecDeque::new(),
             pending_bytes: 0,
-            next_ticket: 1,
+            first_ticket,
+            next_ticket: first_ticket,
             stats: Stats::default(),
             commit_limit: None,
             coalesce_cache: CoalesceCache::default(),
@@ -208,13 +251,26 @@ impl BatchQueue {
         &self.config
     }
 
-    /// Queues `op`, submitted at `now_ns`, and returns its ticket. O(1); nothing is executed.
+    /// Queues `op`, submitted at `now_ns` without a submitter ([`Owner::NONE`]), and returns its
+    /// ticket: [`submit_as`](Self::submit_as).
+    pub fn submit(&mut self, op: WriteOp, now_ns: u64) -> Result<Submitted, SubmitError> {
+        self.submit_as(op, now_ns, Owner::NONE)
+    }
+
+    /// Queues `op`, submitted at `now_ns` by `owner`, and returns its ticket. O(1); nothing is
+    /// executed. The owner decides who sees the op's status ([`status_for`](Self::status_for))
+    /// and whose outcomes make room when the store is full (see [`Config::outcome_capacity`]).
     ///
     /// Fails with [`SubmitError::QueueFull`] when `max_pending` ops are queued, with
     /// [`SubmitError::QueueBytesFull`] or [`SubmitError::OpTooLarge`] when the op does not fit
     /// in `max_pending_bytes`, and with [`SubmitError::EmptyUnit`] for a unit without
     /// statements; all count in [`Stats::rejected`] and leave the queue unchanged.
-    pub fn submit(&mut self, op: WriteOp, now_ns: u64) -> Result<Submitted, SubmitError> {
+    pub fn submit_as(
+        &mut self,
+        op: WriteOp,
+        now_ns: u64,
+        owner: Owner,
+    ) -> Result<Submitted, SubmitError> {
         let op_bytes = op.size_bytes();
         let capacity_bytes = self.config.max_pending_bytes;
         let refusal = if self.pending.len() >= self.config.max_pending {
@@ -247,6 +303,7 @@ impl BatchQueue {
         self.pending.push_back(PendingOp {
             ticket,
             enqueued_ns: now_ns,
+            owner,
             op,
         });
         self.stats.submitted += 1;
@@ -307,10 +364,15 @@ impl BatchQueue {
     /// - if it was the first, it had the whole limit alone and fails for good, with
     ///   `SQLITE_INTERRUPT` and "interrupted: ..." ([`Stats::interrupted`]).
     ///
-    /// A flush therefore uses at most about `3 × flush_instruction_budget` instructions (the
-    /// interrupted attempt, then the re-application of ops that all started under the budget)
-    /// plus rollback and `COMMIT`, whatever the ops: choose the budget so that this fits in the
-    /// message's instruction limit.
+    /// The re-application runs within the flush's total limit, `3 × flush_instruction_budget`
+    /// ([`Budget::flush_limit`]) counted from the flush's start. Re-applied ops normally fit
+    /// (they all started under the budget); if one runs longer this time (its cost varies), the
+    /// flush stops there, is rolled back and leaves every op queued ([`FlushReport::capped`]),
+    /// and the next flush executes at most half as many ops, so that it has less to re-apply.
+    ///
+    /// A flush therefore uses at most `3 × flush_instruction_budget` instructions on ops, plus
+    /// what a statement runs between two reads of the meter, rollback and `COMMIT`, whatever the
+    /// ops: choose the budget so that this fits in the message's instruction limit.
     ///
     /// **Failures of ops** are outcomes, never errors or panics: a failing statement is undone
     /// by SQLite alone and the others keep their effects; see [`execute_batch`](crate::execute_batch)
@@ -318,11 +380,14 @@ impl BatchQueue {
     ///
     /// **Errors**: if `BEGIN` or `COMMIT` fails, the transaction is rolled back, the error is
     /// returned, and the queue is unchanged (no op is lost; [`Stats::flush_errors`] counts it).
-    /// A `COMMIT` can fail because of one op (a deferred constraint it violates): after a failed
+    /// Such a failure is not an op's (a read-only or full database, an I/O error): no op is
+    /// failed for it, however long it lasts. The one `COMMIT` error an op causes is a deferred
+    /// foreign key it violates (`SQLITE_CONSTRAINT_FOREIGNKEY`, 787): after such a failed
     /// `COMMIT` of n > 1 ops the next flush executes at most n / 2 of them, halving again on
     /// each failure, until a `COMMIT` succeeds (the limit is lifted) or a single op fails to
     /// commit alone, which then fails with `COMMIT`'s error and leaves the queue. So a flush
-    /// that cannot commit never blocks the queue for more than log2(n) + 1 flushes.
+    /// that an op keeps from committing never blocks the queue for more than log2(n) + 1
+    /// flushes.
     ///
     /// Ops leave the queue and get outcomes only after `COMMIT` succeeded. An empty queue
     /// returns an all-zero report without reading the meter or touching the connection.
@@ -364,8 +429,26 @@ impl BatchQueue {
             &mut self.coalesce_cache,
         );
         let mut run = match result {
+            Ok(run) if run.capped.is_some() => {
+                let admitted = run.capped.unwrap_or(1);
+                let limit = (admitted / 2).max(1);
+                self.commit_limit = Some(limit);
+                self.stats.capped_flushes += 1;
+                self.stats.last_error = Some(format!(
+                    "a flush reached its limit of {} instructions while re-applying {admitted} ops after an interrupt and was rolled back; every op stays queued and the next flush runs at most {limit}",
+                    budget.flush_limit()
+                ));
+                let remaining = self.pending.len();
+                return Ok(FlushReport {
+                    remaining,
+                    more_due: true,
+                    instructions: meter.instructions().saturating_sub(start),
+                    capped: true,
+                    ..FlushReport::default()
+                });
+            }
             Ok(run) => run,
-            Err(FlushError::Commit(error)) if len == 1 => {
+            Err(FlushError::Commit(error)) if len == 1 && commit_failed_by_op(&error) => {
                 // The op cannot commit even alone: it fails, and the queue moves on.
                 let failure = OpOutcome::Failed {
                     code: error_code(&error),
@@ -382,7 +465,9 @@ impl BatchQueue {
                 }
             }
             Err(error) => {
-                if let FlushError::Commit(_) = &error {
+                if let FlushError::Commit(commit) = &error
+                    && commit_failed_by_op(commit)
+                {
                     self.commit_limit = Some(len / 2);
                 }
                 self.stats.flush_errors += 1;
@@ -395,6 +480,7 @@ impl BatchQueue {
         let executed = run.outcomes.len();
         let mut committed = 0;
         for (op, mut outcome) in self.pending.drain(..executed).zip(run.outcomes.drain(..)) {
+            let owner = op.owner;
             self.pending_bytes -= op.op.size_bytes();
             truncate_error(&mut outcome);
             if outcome.is_committed() {
@@ -406,7 +492,7 @@ impl BatchQueue {
                     outcome.error().unwrap_or_default()
                 ));
             }
-            self.outcomes.insert(op.ticket, outcome);
+            self.outcomes.insert(op.ticket, owner, outcome);
         }
         let failed = executed - committed;
         self.stats.committed += committed as u64;
@@ -425,6 +511,7 @@ impl BatchQueue {
             remaining,
             more_due: remaining > 0,
             instructions,
+            capped: false,
         })
     }
 
@@ -448,25 +535,62 @@ impl BatchQueue {
             outcome.error().unwrap_or_default()
         ));
         self.stats.failed += 1;
-        self.outcomes.insert(op.ticket, outcome);
+        self.outcomes.insert(op.ticket, op.owner, outcome);
         Some(op.ticket)
     }
 
-    /// Where the op with `ticket` is. O(log n) in the number of kept outcomes.
+    /// Where the op with `ticket` is, whoever submitted it (for an operator; a submitter asks
+    /// [`status_for`](Self::status_for)). O(log n) in the number of kept outcomes.
+    ///
+    /// An op whose outcome was evicted is [`OpStatus::Evicted`], with whether it committed while
+    /// the ticket is among the last [`Config::history_capacity`] flushed ones.
     pub fn status(&self, ticket: Ticket) -> OpStatus {
-        if ticket == 0 || ticket >= self.next_ticket {
-            return OpStatus::Unknown;
+        self.lookup(ticket).0
+    }
+
+    /// [`status`](Self::status) as `owner` may see it: [`OpStatus::NotYours`] for an op that
+    /// another owner submitted (pending, done, or evicted within the history). A ticket older
+    /// than the history, whose submitter is no longer known, is `Evicted { committed: None }`
+    /// for everyone; `Unknown` tickets are `Unknown` for everyone.
+    pub fn status_for(&self, ticket: Ticket, owner: Owner) -> OpStatus {
+        match self.lookup(ticket) {
+            (_, Some(submitter)) if submitter != owner => OpStatus::NotYours,
+            (status, _) => status,
         }
-        if self
-            .pending
-            .front()
-            .is_some_and(|oldest| ticket >= oldest.ticket)
+    }
+
+    /// The submitter of `ticket`, while it is pending, kept or in the history.
+    pub fn owner_of(&self, ticket: Ticket) -> Option<Owner> {
+        self.lookup(ticket).1
+    }
+
+    fn lookup(&self, ticket: Ticket) -> (OpStatus, Option<Owner>) {
+        if ticket < self.first_ticket || ticket >= self.next_ticket {
+            return (OpStatus::Unknown, None);
+        }
+        if let Some(oldest) = self.pending.front()
+            && ticket >= oldest.ticket
         {
-            return OpStatus::Pending;
+            // Pending tickets are consecutive: ops leave the queue from its front.
+            let index = usize::try_from(ticket - oldest.ticket).unwrap_or(usize::MAX);
+            let owner = self
+                .pending
+                .get(index)
+                .filter(|op| op.ticket == ticket)
+                .map(|op| op.owner);
+            return (OpStatus::Pending, owner);
         }
-        match self.outcomes.get(ticket) {
-            Some(outcome) => OpStatus::Done(outcome.clone()),
-            None => OpStatus::Evicted,
+        if let Some((owner, outcome)) = self.outcomes.get(ticket) {
+            return (OpStatus::Done(outcome.clone()), Some(owner));
+        }
+        match self.outcomes.history().get(ticket) {
+            Some((owner, committed)) => (
+                OpStatus::Evicted {
+                    committed: Some(committed),
+                },
+                Some(owner),
+            ),
+            None => (OpStatus::Evicted { committed: None }, None),
         }
     }
 
@@ -488,7 +612,13 @@ impl BatchQueue {
         self.next_ticket
     }
 
-    /// After a failed `COMMIT` of several ops: the most ops the next flush executes.
+    /// The first ticket this queue issued (or will issue).
+    pub fn first_ticket(&self) -> Ticket {
+        self.first_ticket
+    }
+
+    /// After a `COMMIT` that an op made fail, or a flush stopped at its total limit: the most
+    /// ops the next flush executes.
     pub fn commit_limit(&self) -> Option<usize> {
         self.commit_limit
     }
@@ -497,24 +627,33 @@ impl BatchQueue {
         &self.pending
     }
 
-    pub(crate) fn outcome_entries(&self) -> &VecDeque<(Ticket, OpOutcome)> {
-        self.outcomes.entries()
+    pub(crate) fn outcome_store(&self) -> &OutcomeStore {
+        &self.outcomes
     }
 
     /// A copy of the whole state (queued ops with tickets and submit times, next ticket, kept
     /// outcomes, counters), for [`from_state`](Self::from_state). O(n) in queued ops and kept
     /// outcomes.
     pub fn to_state(&self) -> QueueState {
+        let history = self.outcomes.history();
         QueueState {
             pending: self.pending.iter().cloned().collect(),
+            first_ticket: self.first_ticket,
             next_ticket: self.next_ticket,
             outcomes: self
                 .outcomes
                 .iter()
-                .map(|(ticket, outcome)| StoredOutcome {
-                    ticket: *ticket,
+                .map(|(ticket, owner, outcome)| StoredOutcome {
+                    ticket,
+                    owner,
                     outcome: outcome.clone(),
                 })
+                .collect(),
+            history_base: history.base(),
+            history: history
+                .records()
+                .iter()
+                .map(|&record| (Owner::from_digest(record), record & 1 == 1))
                 .collect(),
             stats: self.stats(),
             commit_limit: self.commit_limit.map(|limit| limit as u64),
@@ -527,7 +666,8 @@ impl BatchQueue {
     /// if `config` is invalid.
     pub fn reconfigure(&mut self, config: Config) -> Result<(), ConfigError> {
         config.validate()?;
-        self.outcomes.set_capacity(config.outcome_capacity);
+        self.outcomes
+            .set_capacity(config.outcome_capacity, config.history_capacity);
         self.config = config;
         Ok(())
     }
@@ -536,8 +676,9 @@ impl BatchQueue {
     ///
     /// Every queued op is kept, even beyond a smaller `max_pending` (submits are then rejected
     /// until flushes drain the queue below it); outcomes beyond a smaller `outcome_capacity` are
-    /// evicted, oldest first. Fails if `config` is invalid or the state's tickets are
-    /// inconsistent ([`ConfigError::InvalidState`]).
+    /// evicted per submitter, and history beyond a smaller `history_capacity` oldest first.
+    /// Fails if `config` is invalid or the state's tickets are inconsistent
+    /// ([`ConfigError::InvalidState`]).
     pub fn from_state(config: Config, state: QueueState) -> Result<Self, ConfigError> {
         config.validate()?;
         let invalid = |reason: &str| {
@@ -545,12 +686,20 @@ impl BatchQueue {
                 reason: reason.to_owned(),
             })
         };
-        if state.next_ticket == 0 {
-            return invalid("next_ticket is 0");
+        if state.first_ticket == 0 {
+            return invalid("first_ticket is 0");
+        }
+        if state.next_ticket < state.first_ticket {
+            return invalid("next_ticket is below first_ticket");
         }
         let pending_increasing = state.pending.windows(2).all(|w| w[0].ticket < w[1].ticket);
-        if !pending_increasing || state.pending.first().is_some_and(|op| op.ticket == 0) {
-            return invalid("pending tickets are not increasing from 1");
+        if !pending_increasing
+            || state
+                .pending
+                .first()
+                .is_some_and(|op| op.ticket < state.first_ticket)
+        {
+            return invalid("pending tickets are not increasing from first_ticket");
         }
         if state
             .pending
@@ -560,8 +709,13 @@ impl BatchQueue {
             return invalid("a pending ticket is not below next_ticket");
         }
         let outcomes_increasing = state.outcomes.windows(2).all(|w| w[0].ticket < w[1].ticket);
-        if !outcomes_increasing || state.outcomes.first().is_some_and(|o| o.ticket == 0) {
-            return invalid("outcome tickets are not increasing from 1");
+        if !outcomes_increasing
+            || state
+                .outcomes
+                .first()
+                .is_some_and(|o| o.ticket < state.first_ticket)
+        {
+            return invalid("outcome tickets are not increasing from first_ticket");
         }
         let first_unflushed = state
             .pending
@@ -574,10 +728,30 @@ impl BatchQueue {
         {
             return invalid("an outcome ticket is not below the pending tickets");
         }
-        let mut outcomes = OutcomeStore::new(config.outcome_capacity);
-        for stored in state.outcomes {
-            outcomes.insert(stored.ticket, stored.outcome);
+        if !state.history.is_empty()
+            && (state.history_base < state.first_ticket
+                || state
+                    .history_base
+                    .checked_add(state.history.len() as u64)
+                    .is_none_or(|end| end > first_unflushed))
+        {
+            return invalid(
+                "the history does not lie between first_ticket and the pending tickets",
+            );
         }
+        let mut outcomes = OutcomeStore::new(config.outcome_capacity, config.history_capacity);
+        for stored in state.outcomes {
+            outcomes.keep(stored.ticket, stored.owner, stored.outcome);
+        }
+        outcomes.set_history(History::restore(
+            state.history_base,
+            state
+                .history
+                .into_iter()
+                .map(|(owner, committed)| owner.digest() | u64::from(committed))
+                .collect(),
+            config.history_capacity,
+        ));
         let pending: VecDeque<PendingOp> = state.pending.into();
         let pending_bytes = pending
             .iter()
@@ -598,6 +772,7 @@ impl BatchQueue {
             config,
             pending,
             pending_bytes,
+            first_ticket: state.first_ticket,
             next_ticket: state.next_ticket,
             outcomes,
             stats,
@@ -605,6 +780,13 @@ impl BatchQueue {
             coalesce_cache: CoalesceCache::default(),
         })
     }
+}
+
+/// Whether a failed `COMMIT` is an op's doing: a deferred foreign key it violates, the only
+/// constraint SQLite checks at `COMMIT`. Any other error (a read-only or full database, an I/O
+/// error, a busy lock) is not: the ops stay queued.
+fn commit_failed_by_op(error: &rusqlite::Error) -> bool {
+    error_code(error) == rusqlite::ffi::SQLITE_CONSTRAINT_FOREIGNKEY
 }
 
 /// Longest error text an outcome keeps (SQLite's syntax errors quote the whole statement).

@@ -87,6 +87,7 @@ fn size_trigger_timer_and_upgrade_lose_nothing() {
         // Two ops per flush with a meter advancing by 1 per read.
         flush_instruction_budget: 2,
         outcome_capacity: 100,
+        history_capacity: 100,
         // One meter read per op (coalescing would read once per chunk).
         coalesce_rows: 0,
     };

@@ -11,8 +11,10 @@ pub mod packed;
 pub mod schema;
 pub mod wire;
 
-/// The identifier of a queued write; ask [`TicketStatus`] with it. Issued 1, 2, 3, ... and never
-/// reused, also across upgrades.
+/// The identifier of a queued write; ask [`TicketStatus`] with it. Issued consecutively from the
+/// time of the install in nanoseconds since the Unix epoch (`ic0.time`), so never reused: not
+/// across upgrades, which keep the counter, and not across reinstalls, which start past every
+/// ticket issued before (a canister issues far fewer than one ticket per nanosecond).
 pub type Ticket = u64;
 
 /// The `.did` file of the canister, as committed.
@@ -36,6 +38,26 @@ pub const MAX_WRITERS: usize = 1_000;
 /// messages before the canister pays for them.
 pub const MAX_SINGLE_OP_ARG_BYTES: usize = 1_024;
 
+/// The smallest `flush_instruction_budget` the canister accepts: 16 times the most expensive
+/// single op of the reference workload, so that no ordinary op is ever interrupted (an op alone
+/// at the start of a flush is interrupted at twice the budget, an unbatched one at three times,
+/// and an op may start just before the budget is used up).
+///
+/// Measured with `bench-suite budget-floor` (engine: offline (wasmtime, IC metering)) on the
+/// full-scale fixture of the ic-rusqlite users/orders benchmark (100,000 users, 1,000,000
+/// orders, its two indexes): each op of the API alone, batched (a flush of it alone: `BEGIN`,
+/// the op, `COMMIT`) and unbatched (the whole call), warm and as the first write after an
+/// upgrade. The most expensive is `delete_user_orders` of a user's 10 orders, unbatched, after
+/// an upgrade: 1,217,138 instructions; 16 × that, rounded up, is 20 million. A workload whose
+/// single ops cost more (users with hundreds of orders, say) needs a larger budget.
+pub const MIN_FLUSH_BUDGET: u64 = 20_000_000;
+
+/// Bytes the queue counts for the largest op of the typed API (a `create_user` with a username
+/// and an email at their limits; `batch_core::WriteOp::size_bytes`): the smallest
+/// `max_pending_bytes` the canister accepts, so that an empty queue takes any typed op.
+pub const MIN_PENDING_BYTES: u64 =
+    (schema::INSERT_USER.len() + 16 + MAX_USERNAME_BYTES + MAX_EMAIL_BYTES) as u64;
+
 /// Who may call the write methods.
 #[derive(CandidType, Deserialize, Clone, Copy, Debug, PartialEq, Eq, Default)]
 pub enum WriteAccess {
@@ -58,13 +80,17 @@ pub struct InitArgs {
     pub max_delay_ms: Option<u64>,
     /// Queue capacity in ops: a submit beyond it is answered `QueueFull` (default 10,000).
     pub max_pending: Option<u64>,
-    /// Queue capacity in bytes of SQL and parameters (default 128 MiB).
+    /// Queue capacity in bytes of SQL and parameters (default 128 MiB; at least
+    /// [`MIN_PENDING_BYTES`], the largest op of the typed API).
     pub max_pending_bytes: Option<u64>,
     /// Instructions one flush may spend before it starts no further op; a running op is
-    /// interrupted at twice this (default 10 billion). At most 10.6 billion: three times it plus
-    /// an 8 billion margin must fit the 40 billion instructions of a message.
+    /// interrupted at twice this, and a flush ends by three times it (default 10 billion). At
+    /// most 10.6 billion: three times it plus an 8 billion margin must fit the 40 billion
+    /// instructions of a message. At least [`MIN_FLUSH_BUDGET`].
     pub flush_instruction_budget: Option<u64>,
-    /// Outcomes kept for `ticket_status`, oldest evicted first (default 10,000).
+    /// Outcomes kept for `ticket_status` (default 10,000; at least `max_pending`, so that a
+    /// flush of a full queue keeps every outcome it records). When full, the oldest outcome of
+    /// the caller keeping the most is evicted: a caller's outcomes make room only for its own.
     pub outcome_capacity: Option<u64>,
     /// Most rows per multi-row INSERT when a flush coalesces consecutive single-row INSERTs of
     /// one shape (default 128; 0 or 1 turns coalescing off).
@@ -92,6 +118,8 @@ pub struct Settings {
     pub coalesce_rows: u64,
     /// Who may write.
     pub write_access: WriteAccess,
+    /// The database is read-only (`set_read_only`): queued ops wait, unbatched writes fail.
+    pub read_only: bool,
 }
 
 // ---------------------------------------------------------------- outcomes
@@ -232,9 +260,16 @@ pub enum TicketStatus {
     },
     /// Flushed, failed, changed nothing.
     Failed(OpError),
-    /// Flushed, but the outcome was evicted from the bounded store (oldest go first).
-    Evicted,
-    /// Never issued.
+    /// Flushed, but the outcome was evicted from the bounded store (the oldest of the caller
+    /// keeping the most go first).
+    Evicted {
+        /// Whether it committed, while the ticket is among the last 1,048,576 flushed; `None`
+        /// for an older one.
+        committed: Option<bool>,
+    },
+    /// Issued to another caller: only the caller that submitted it and controllers may see it.
+    NotYours,
+    /// Never issued by this install.
     Unknown,
 }
 
@@ -259,12 +294,20 @@ pub struct Stats {
     pub flushes: u64,
     /// Flushes whose transaction could not begin or commit (the queue was kept).
     pub flush_errors: u64,
+    /// Flushes rolled back at their total instruction limit (3 × the budget) while re-applying
+    /// ops after an interrupt (the queue was kept; the next flush runs fewer ops).
+    pub capped_flushes: u64,
     /// Ops the last flush executed.
     pub last_flush_ops: u64,
     /// Instructions the last flush used.
     pub last_flush_instructions: u64,
     /// The last flush error or interrupted op, as text.
     pub last_error: Option<String>,
+    /// What keeps the queue from draining now, if anything: flushes failing outside any op
+    /// (a read-only or full database; every op stays queued and the timer retries once per
+    /// period), or flushes trapping (careful flushes are looking for the op that makes them
+    /// trap).
+    pub alarm: Option<String>,
     /// A timer will flush what is queued (true whenever ops are pending).
     pub timer_armed: bool,
 }
@@ -438,7 +481,8 @@ named_results! {
     FlushResult(FlushSummary, WriteError);
     /// The result of `execute_batch`: one outcome per op, in order.
     BatchResult(Vec<Outcome>, WriteError);
-    /// The result of a controller's settings call (`add_writers`, `remove_writers`).
+    /// The result of a controller's settings call (`add_writers`, `remove_writers`,
+    /// `set_read_only`).
     AdminResult((), WriteError);
     /// The result of `counts`.
     CountsResult(Counts, String);
@@ -467,8 +511,13 @@ pub const WRITE_METHODS: &[&str] = &[
 ];
 
 /// The methods only controllers may call.
-pub const CONTROLLER_METHODS: &[&str] =
-    &["execute_sql", "submit_sql", "add_writers", "remove_writers"];
+pub const CONTROLLER_METHODS: &[&str] = &[
+    "execute_sql",
+    "submit_sql",
+    "add_writers",
+    "remove_writers",
+    "set_read_only",
+];
 
 /// A principal list argument (`add_writers`, `remove_writers`).
 pub type Principals = Vec<Principal>;

@@ -1,6 +1,6 @@
 //! Who may call what: controllers, the writer principals they register, and everyone in
 //! [`WriteAccess::Open`]; and `canister_inspect_message`, which refuses disallowed and oversized
-//! ingress messages before the canister pays for them.
+//! ingress messages, and queries called as updates, before the canister pays for them.
 
 use std::cell::RefCell;
 use std::collections::BTreeSet;
@@ -66,11 +66,21 @@ fn may_write(caller: &Principal, access: WriteAccess) -> bool {
 
 /// The caller may write, or [`WriteError::NotAuthorized`].
 pub fn require_writer(access: WriteAccess) -> Result<(), WriteError> {
-    if may_write(&ic_cdk::api::msg_caller(), access) {
+    require_writer_as(&ic_cdk::api::msg_caller(), access)
+}
+
+/// `caller` (the message's caller, already read) may write, or [`WriteError::NotAuthorized`].
+pub fn require_writer_as(caller: &Principal, access: WriteAccess) -> Result<(), WriteError> {
+    if may_write(caller, access) {
         Ok(())
     } else {
         Err(WriteError::NotAuthorized)
     }
+}
+
+/// Whether the caller is a controller.
+pub fn caller_is_controller() -> bool {
+    is_controller(&ic_cdk::api::msg_caller())
 }
 
 /// The caller is a controller, or [`WriteError::NotAuthorized`].
@@ -96,15 +106,15 @@ const SINGLE_OP_METHODS: &[&str] = &[
 ];
 
 /// What `canister_inspect_message` decides for an ingress call of `method` by `caller` with an
-/// argument of `arg_bytes`: accept only what the method itself would accept, and nothing for the
-/// canister's internal methods (`__*`). Every other update method is accepted (queries never
-/// reach inspect_message). The methods check again: calls from other canisters do not pass
-/// through here.
+/// argument of `arg_bytes`: accept only what the method itself would accept. The update methods
+/// of the interface are [`WRITE_METHODS`] (for callers who may write; single-op ones up to
+/// [`MAX_SINGLE_OP_ARG_BYTES`]) and [`CONTROLLER_METHODS`] (for controllers); everything else
+/// is refused: a query method called as an update (a replicated query, which the canister would
+/// pay for like an update: `user_orders` can run for hundreds of millions of instructions), the
+/// canister's internal methods (`__*`, which only the canister itself calls), and the canbench
+/// queries of the benchmark build. The methods check again: calls from other canisters do not
+/// pass through here.
 pub fn accepts(method: &str, caller: &Principal, arg_bytes: usize, access: WriteAccess) -> bool {
-    if method.starts_with("__") {
-        // The canister's calls to itself (the careful flush) never come as ingress.
-        return false;
-    }
     if CONTROLLER_METHODS.contains(&method) {
         return is_controller(caller);
     }
@@ -114,5 +124,5 @@ pub fn accepts(method: &str, caller: &Principal, arg_bytes: usize, access: Write
         }
         return may_write(caller, access);
     }
-    true
+    false
 }

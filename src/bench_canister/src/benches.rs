@@ -24,7 +24,7 @@ use bench_api::fixture::{self, Workload};
 use canbench_rs::{BenchResult, bench, bench_fn, bench_scope};
 
 use crate::workload::{INSERT_ORDER, INSERT_USER, to_write_op};
-use crate::{MessageMeter, db, enqueue, execute_now, flush_now};
+use crate::{MessageMeter, Origin, db, enqueue, execute_now, flush_now};
 
 /// Divides the row counts of the ic-rusqlite benchmark (set at build time; 1 when unset).
 fn scale_divisor() -> usize {
@@ -226,6 +226,11 @@ fn unbatched(kind: Workload, n: usize) -> BenchResult {
     })
 }
 
+/// The owner the submit path records for the bench's caller (read once per message there too).
+fn bench_owner() -> batch_core::Owner {
+    batch_core::Owner::of(ic_cdk::api::msg_caller().as_slice())
+}
+
 /// Replaces the canister's queue with one configured by `config`.
 fn reset_queue(config: Config) {
     crate::QUEUE.with_borrow_mut(|q| *q = BatchQueue::new(config).expect("valid bench config"));
@@ -240,15 +245,16 @@ fn batched_ops(ops: Vec<WriteOp>, flush_size: usize) -> BenchResult {
         ..Config::default()
     });
     let n = ops.len();
+    let owner = bench_owner();
     let result = bench_fn(|| {
         {
             let _scope = bench_scope("submit_and_size_flushes");
             for op in ops {
-                enqueue(op).expect("queue has room");
+                enqueue(op, Origin::Typed, owner).expect("queue has room");
             }
         }
         let _scope = bench_scope("final_flush");
-        flush_now().expect("flush commits");
+        flush_now(usize::MAX).expect("flush commits");
     });
     let stats = crate::QUEUE.with_borrow(|q| q.stats());
     assert_eq!(
@@ -445,7 +451,12 @@ fn queue_with_pending(n: usize) {
         ..Config::default()
     });
     for i in 0..n {
-        enqueue(to_write_op(&Workload::Insert.op(i))).expect("queue has room");
+        enqueue(
+            to_write_op(&Workload::Insert.op(i)),
+            Origin::Typed,
+            bench_owner(),
+        )
+        .expect("queue has room");
     }
 }
 
@@ -454,15 +465,14 @@ fn upgrade_save(n: usize) -> BenchResult {
     queue_with_pending(n);
     bench_fn(|| {
         crate::QUEUE
-            .with_borrow(|q| crate::persist::save(bench_api::WriteAccess::Restricted, vec![], q))
+            .with_borrow(|q| crate::persist::save(crate::persist::CanisterState::default(), q))
     })
 }
 
 /// What `post_upgrade` does with `n` saved pending ops: read and decode them.
 fn upgrade_restore(n: usize) -> BenchResult {
     queue_with_pending(n);
-    crate::QUEUE
-        .with_borrow(|q| crate::persist::save(bench_api::WriteAccess::Restricted, vec![], q));
+    crate::QUEUE.with_borrow(|q| crate::persist::save(crate::persist::CanisterState::default(), q));
     bench_fn(|| {
         let restored = crate::persist::take().expect("a saved state");
         assert_eq!(restored.queue.len(), n);

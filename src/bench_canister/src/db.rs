@@ -37,6 +37,26 @@ pub fn open() {
     .expect("creating the users/orders schema");
 }
 
+thread_local! {
+    /// The database is read-only (`set_read_only`).
+    static READ_ONLY: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// Whether the database is read-only.
+pub fn read_only() -> bool {
+    READ_ONLY.get()
+}
+
+/// Makes the database read-only (`PRAGMA query_only = 1`) or writable again. The pragma runs as
+/// the canister's own statement (batch_core refuses it in ops), and running it expires every
+/// prepared statement, as SQLite does for flag pragmas. Fails with SQLite's error.
+pub fn set_read_only(read_only: bool) -> Result<(), String> {
+    with(|conn| conn.pragma_update(None, "query_only", read_only))
+        .map_err(|e| format!("PRAGMA query_only: {e}"))?;
+    READ_ONLY.set(read_only);
+    Ok(())
+}
+
 /// Runs `f` with the canister's connection.
 pub fn with<R>(f: impl FnOnce(&Connection) -> R) -> R {
     ic_rusqlite::with_connection(|conn| f(&conn))

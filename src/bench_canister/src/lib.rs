@@ -13,8 +13,8 @@
 use std::cell::RefCell;
 
 use batch_core::{
-    BatchQueue, Budget, FlushReport, InstructionMeter, OpOutcome, OpStatus, SqlValue, Statement,
-    SubmitError, WriteOp,
+    BatchQueue, Budget, FlushReport, InstructionMeter, OpOutcome, OpStatus, Owner, SqlValue,
+    Statement, SubmitError, WriteOp,
 };
 use bench_api::{
     AdminResult, BatchResult, Counts, CountsResult, FlushResult, FlushSummary, InitArgs,
@@ -68,7 +68,15 @@ fn apply(settings: Result<CanisterSettings, String>) {
 #[ic_cdk::init]
 fn init(args: Option<InitArgs>) {
     db::open();
+    // Tickets start at the install's time in nanoseconds: a reinstall (which wipes the state)
+    // starts past every ticket the previous install issued.
+    let first_ticket = ic_cdk::api::time().max(1);
+    QUEUE.with_borrow_mut(|q| {
+        *q = BatchQueue::with_first_ticket(batch_core::Config::default(), first_ticket)
+            .unwrap_or_else(|e| ic_cdk::trap(format!("creating the queue: {e}")));
+    });
     apply(CanisterSettings::default().merged(&args.unwrap_or_default()));
+    timer::reset();
 }
 
 /// Saves the queue, its settings and the writers to stable memory. Does no flush: pending ops
@@ -76,7 +84,13 @@ fn init(args: Option<InitArgs>) {
 /// ops are.
 #[ic_cdk::pre_upgrade]
 fn pre_upgrade() {
-    QUEUE.with_borrow(|q| persist::save(write_access(), access::writers(), q));
+    let state = persist::CanisterState {
+        write_access: write_access(),
+        writers: access::writers(),
+        read_only: db::read_only(),
+        sql_tickets: timer::sql_tickets(),
+    };
+    QUEUE.with_borrow(|q| persist::save(state, q));
 }
 
 /// Reopens the database, restores the queue and its settings (the argument's fields override
@@ -88,10 +102,15 @@ fn post_upgrade(args: Option<InitArgs>) {
     timer::reset();
     let current = match persist::take() {
         Some(restored) => {
-            access::set_writers(restored.writers);
+            access::set_writers(restored.state.writers);
+            timer::set_sql_tickets(restored.state.sql_tickets);
+            if restored.state.read_only {
+                db::set_read_only(true)
+                    .unwrap_or_else(|e| ic_cdk::trap(format!("restoring read-only mode: {e}")));
+            }
             let current = CanisterSettings {
                 config: restored.queue.config().clone(),
-                write_access: restored.write_access,
+                write_access: restored.state.write_access,
             };
             QUEUE.with_borrow_mut(|q| *q = restored.queue);
             current
@@ -102,8 +121,10 @@ fn post_upgrade(args: Option<InitArgs>) {
     timer::ensure();
 }
 
-/// Refuses, before the canister pays for them, ingress calls the method would refuse: writes by
-/// callers who may not write, controller methods by others, and oversized single-op arguments.
+/// Refuses, before the canister pays for them, ingress calls the method would refuse (writes by
+/// callers who may not write, controller methods by others, oversized single-op arguments) and
+/// every ingress update call of a method that is not an update method of the interface
+/// (queries called as updates, the canister's internal methods).
 #[ic_cdk::inspect_message]
 fn inspect_message() {
     let method = ic_cdk::api::msg_method_name();
@@ -146,26 +167,41 @@ fn outcome(o: OpOutcome) -> Outcome {
     }
 }
 
-/// Flushes the queue within its instruction budget (see `batch_core::BatchQueue::flush`).
-fn flush_now() -> Result<FlushSummary, WriteError> {
-    let report = QUEUE.with_borrow_mut(|q| db::with(|conn| q.flush(conn, &MessageMeter)));
+/// Flushes at most `max_ops` queued ops within the instruction budget (see
+/// `batch_core::BatchQueue::flush`), and tells the watchdog what happened.
+fn flush_now(max_ops: usize) -> Result<FlushSummary, WriteError> {
+    let report =
+        QUEUE.with_borrow_mut(|q| db::with(|conn| q.flush_at_most(conn, &MessageMeter, max_ops)));
+    timer::record(&report, ic_cdk::api::time());
     let report = report.map_err(|e| WriteError::Database(e.to_string()))?;
-    if report.executed > 0 {
-        timer::progress(ic_cdk::api::time());
-    }
     Ok(summary(report))
 }
 
-/// Queues `op` and, when that fills a batch, flushes in this call. No timer is armed here
+/// The queue's owner of the caller's ops.
+fn caller_owner() -> Owner {
+    Owner::of(ic_cdk::api::msg_caller().as_slice())
+}
+
+/// Whether `op` may run long enough to make a flush trap: controller SQL may; the typed ops of
+/// the API may not.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Origin {
+    Typed,
+    Sql,
+}
+
+/// Queues `op` for `owner` (the caller's [`Owner`]) and, when that fills a batch and the queue
+/// is healthy, flushes the ops before the first pending controller SQL op in this call (never
+/// an op that could make this caller's message trap; see [`timer`]). No timer is armed here
 /// (queries, such as canbench's benches, may not set timers); [`submit`] adds that.
-fn enqueue(op: WriteOp) -> Result<Ticket, WriteError> {
+fn enqueue(op: WriteOp, origin: Origin, owner: Owner) -> Result<Ticket, WriteError> {
     let now = ic_cdk::api::time();
     if QUEUE.with_borrow(BatchQueue::is_empty) {
         // The watchdog measures stalls from here.
         timer::progress(now);
     }
     let submitted = QUEUE
-        .with_borrow_mut(|q| q.submit(op, now))
+        .with_borrow_mut(|q| q.submit_as(op, now, owner))
         .map_err(|e| match e {
             SubmitError::QueueFull { capacity } => WriteError::QueueFull {
                 capacity: capacity as u64,
@@ -180,12 +216,18 @@ fn enqueue(op: WriteOp) -> Result<Ticket, WriteError> {
             },
             other => WriteError::Invalid(other.to_string()),
         })?;
+    if origin == Origin::Sql {
+        timer::sql_queued(submitted.ticket);
+    }
     // The op is queued from here on: a failed flush must not turn its acknowledgement into an
     // error. It stays queued and the timer retries.
-    if submitted.flush_due
-        && let Err(e) = flush_now()
-    {
-        ic_cdk::println!("size-triggered flush failed, queue kept: {e:?}");
+    if submitted.flush_due {
+        let limit = timer::caller_flush_limit(now);
+        if limit > 0
+            && let Err(e) = flush_now(limit)
+        {
+            ic_cdk::println!("size-triggered flush failed, queue kept: {e:?}");
+        }
     }
     Ok(submitted.ticket)
 }
@@ -193,9 +235,11 @@ fn enqueue(op: WriteOp) -> Result<Ticket, WriteError> {
 /// The batched write path of every `submit_*` method: check the caller, [`enqueue`], make sure
 /// a timer will flush what is left, and reply.
 fn submit(op: Result<WriteOp, WriteError>) {
-    let submitted = access::require_writer(write_access())
+    // The caller is read once (each System API call costs about 500 instructions).
+    let caller = ic_cdk::api::msg_caller();
+    let submitted = access::require_writer_as(&caller, write_access())
         .and(op)
-        .and_then(enqueue);
+        .and_then(|op| enqueue(op, Origin::Typed, Owner::of(caller.as_slice())));
     timer::ensure();
     reply_ticket(submitted);
 }
@@ -383,16 +427,44 @@ fn submit_delete_user_orders(user_id: i64) {
 #[ic_cdk::update]
 fn submit_sql(statements: Vec<SqlStatement>) -> SubmitResult {
     let op = access::require_controller().and_then(|()| sql_op(statements));
-    let submitted = op.and_then(enqueue);
+    let submitted = op.and_then(|op| enqueue(op, Origin::Sql, caller_owner()));
     timer::ensure();
     submitted.into()
 }
 
+/// Flushes now: everything a flush's budget reaches for a controller; for a writer, what a
+/// submit's size flush may run (nothing while the queue is unhealthy, and not the controller
+/// SQL ops, which the timer runs), so that no op of another caller can make this call trap.
 #[ic_cdk::update]
 fn flush() -> FlushResult {
-    let summary = access::require_writer(write_access()).and_then(|()| flush_now());
+    let summary = access::require_writer(write_access()).and_then(|()| {
+        let limit = if access::caller_is_controller() {
+            usize::MAX
+        } else {
+            timer::caller_flush_limit(ic_cdk::api::time())
+        };
+        if limit == 0 {
+            let remaining = QUEUE.with_borrow(BatchQueue::len);
+            return Ok(summary(FlushReport {
+                remaining,
+                more_due: remaining > 0,
+                ..FlushReport::default()
+            }));
+        }
+        flush_now(limit)
+    });
     timer::ensure();
     summary.into()
+}
+
+/// Makes the database read-only (`PRAGMA query_only`), or writable again; kept across upgrades.
+/// While read-only, queued ops wait (flushes fail at `BEGIN`, failing no op; `stats.alarm` says
+/// so), unbatched writes and client batches fail with SQLite's error, and queries run.
+#[ic_cdk::update]
+fn set_read_only(read_only: bool) -> AdminResult {
+    access::require_controller()
+        .and_then(|()| db::set_read_only(read_only).map_err(WriteError::Database))
+        .into()
 }
 
 /// A careful flush of at most `limit` ops, called by the canister itself when its flushes
@@ -473,24 +545,38 @@ fn writers() -> Principals {
 
 // ---- queries ----
 
+/// The status of `ticket`, as the caller may see it: its own ops' (or, for a controller,
+/// anyone's); `NotYours` for another caller's.
 #[ic_cdk::query]
 fn ticket_status(ticket: Ticket) -> TicketStatus {
-    QUEUE.with_borrow(|q| status(q, ticket))
+    let viewer = viewer();
+    QUEUE.with_borrow(|q| status(q, ticket, viewer))
 }
 
-/// The statuses of `count` tickets from `first` on (at most [`MAX_QUERY_ROWS`]).
+/// The statuses of `count` tickets from `first` on (at most [`MAX_QUERY_ROWS`]), as
+/// [`ticket_status`] answers each.
 #[ic_cdk::query]
 fn ticket_statuses(first: Ticket, count: u32) -> Vec<TicketStatus> {
     let count = u64::from(count.min(MAX_QUERY_ROWS));
+    let viewer = viewer();
     QUEUE.with_borrow(|q| {
         (first..first.saturating_add(count))
-            .map(|t| status(q, t))
+            .map(|t| status(q, t, viewer))
             .collect()
     })
 }
 
-fn status(q: &BatchQueue, ticket: Ticket) -> TicketStatus {
-    match q.status(ticket) {
+/// Whose statuses the caller sees: `None` for a controller (everyone's), else its own.
+fn viewer() -> Option<Owner> {
+    (!access::caller_is_controller()).then(caller_owner)
+}
+
+fn status(q: &BatchQueue, ticket: Ticket, viewer: Option<Owner>) -> TicketStatus {
+    let status = match viewer {
+        None => q.status(ticket),
+        Some(owner) => q.status_for(ticket, owner),
+    };
+    match status {
         OpStatus::Pending => TicketStatus::Pending,
         OpStatus::Done(OpOutcome::Committed {
             rows_changed,
@@ -503,7 +589,8 @@ fn status(q: &BatchQueue, ticket: Ticket) -> TicketStatus {
             code,
             message: error,
         }),
-        OpStatus::Evicted => TicketStatus::Evicted,
+        OpStatus::Evicted { committed } => TicketStatus::Evicted { committed },
+        OpStatus::NotYours => TicketStatus::NotYours,
         OpStatus::Unknown => TicketStatus::Unknown,
     }
 }
@@ -521,16 +608,18 @@ fn stats() -> Stats {
         rejected: s.rejected,
         flushes: s.flushes,
         flush_errors: s.flush_errors,
+        capped_flushes: s.capped_flushes,
         last_flush_ops: s.last_flush_ops,
         last_flush_instructions: s.last_flush_instructions,
         last_error: s.last_error,
+        alarm: timer::alarm(ic_cdk::api::time()),
         timer_armed: timer::armed(),
     }
 }
 
 #[ic_cdk::query]
 fn settings() -> Settings {
-    SETTINGS.with_borrow(CanisterSettings::to_candid)
+    SETTINGS.with_borrow(|s| s.to_candid(db::read_only()))
 }
 
 fn query_error(e: impl std::fmt::Display) -> String {

@@ -1,12 +1,14 @@
-//! Keeps the canister's state across upgrades in stable memory: who may write, and the whole
-//! write queue with its configuration (batch_core's versioned binary format, exact for every
-//! value).
+//! Keeps the canister's state across upgrades in stable memory: who may write, the database's
+//! read-only mode, which pending ops are controller SQL, and the whole write queue with its
+//! configuration (batch_core's versioned binary format, exact for every value).
 //!
 //! ic-rusqlite owns virtual memories 101–119 (file system) and 120 (the database) of its
 //! `MemoryManager`; the saved state lives in [`STATE_MEMORY_ID`] of the same manager. Layout: an
 //! 8-byte little-endian length (0: nothing saved), then `b"BCS"`, a format version byte, the
 //! canister's part in postcard ([`Saved`]), and the queue as
-//! [`batch_core::BatchQueue::save`] writes it.
+//! [`batch_core::BatchQueue::save`] writes it. Format 1 had no read-only mode and no SQL
+//! tickets: it restores as writable, with every pending op counted as controller SQL (so that
+//! no caller's flush runs an op of the previous version that could trap).
 //!
 //! `pre_upgrade` only writes; it never flushes. Its work is linear in the bytes written, which
 //! the queue's `max_pending_bytes` (and the 1 KiB cap on each kept error text) bound.
@@ -25,23 +27,43 @@ use serde::{Deserialize, Serialize};
 pub const STATE_MEMORY_ID: u8 = 1;
 
 const MAGIC: &[u8; 3] = b"BCS";
-const FORMAT_VERSION: u8 = 1;
+const FORMAT_VERSION: u8 = 2;
 /// Bytes buffered before each stable-memory write (postcard writes field by field).
 const WRITE_BUFFER: usize = 64 * 1024;
 
-/// The canister's part of the saved state (the order of the fields is the format).
+/// The canister's part of the saved state, format 2 (the order of the fields is the format).
 #[derive(Serialize, Deserialize)]
 struct Saved {
     open: bool,
     writers: Vec<Principal>,
+    read_only: bool,
+    sql_tickets: Vec<u64>,
 }
 
-/// What [`take`] restores.
-pub struct Restored {
+/// The canister's part of format 1.
+#[derive(Deserialize)]
+struct SavedV1 {
+    open: bool,
+    writers: Vec<Principal>,
+}
+
+/// The canister's state besides the queue.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct CanisterState {
     /// Who may write.
     pub write_access: WriteAccess,
     /// The registered writers.
     pub writers: Vec<Principal>,
+    /// The database is read-only.
+    pub read_only: bool,
+    /// Tickets of the pending controller SQL ops.
+    pub sql_tickets: Vec<u64>,
+}
+
+/// What [`take`] restores.
+pub struct Restored {
+    /// The canister's state.
+    pub state: CanisterState,
     /// The queue, with the configuration it was saved with.
     pub queue: BatchQueue,
 }
@@ -71,7 +93,7 @@ impl<W: Write> Write for Counting<W> {
 /// Writes the state to stable memory. Traps only if stable memory cannot grow (the subnet is
 /// out of memory): `pre_upgrade` must not drop acknowledged operations silently, and the trap
 /// leaves the old canister running with its queue.
-pub fn save(write_access: WriteAccess, writers: Vec<Principal>, queue: &BatchQueue) {
+pub fn save(state: CanisterState, queue: &BatchQueue) {
     let mut mem = memory();
     let written = {
         let writer = BufferedWriter::new(WRITE_BUFFER, Writer::new(&mut mem, 8));
@@ -80,8 +102,10 @@ pub fn save(write_access: WriteAccess, writers: Vec<Principal>, queue: &BatchQue
             written: 0,
         };
         let saved = Saved {
-            open: write_access == WriteAccess::Open,
-            writers,
+            open: state.write_access == WriteAccess::Open,
+            writers: state.writers,
+            read_only: state.read_only,
+            sql_tickets: state.sql_tickets,
         };
         out.write_all(MAGIC)
             .and_then(|()| out.write_all(&[FORMAT_VERSION]))
@@ -126,22 +150,45 @@ fn decode(bytes: &[u8]) -> Result<Restored, String> {
         .strip_prefix(MAGIC.as_slice())
         .ok_or("the saved state was not written by this canister (no BCS header)")?;
     let (&version, payload) = rest.split_first().ok_or("the saved state is empty")?;
-    if version != FORMAT_VERSION {
-        return Err(format!(
-            "saved state format {version} is not supported (this version reads {FORMAT_VERSION})"
-        ));
-    }
-    let (saved, queue_bytes): (Saved, &[u8]) = postcard::take_from_bytes(payload)
-        .map_err(|e| format!("decoding the saved canister state: {e}"))?;
+    let decoding = |e: postcard::Error| format!("decoding the saved canister state: {e}");
+    let (saved, queue_bytes): (Saved, &[u8]) = match version {
+        1 => {
+            let (v1, rest): (SavedV1, &[u8]) =
+                postcard::take_from_bytes(payload).map_err(decoding)?;
+            let saved = Saved {
+                open: v1.open,
+                writers: v1.writers,
+                read_only: false,
+                // Filled in below with every pending ticket.
+                sql_tickets: Vec::new(),
+            };
+            (saved, rest)
+        }
+        FORMAT_VERSION => postcard::take_from_bytes(payload).map_err(decoding)?,
+        _ => {
+            return Err(format!(
+                "saved state format {version} is not supported (this version reads 1 and {FORMAT_VERSION})"
+            ));
+        }
+    };
     let queue =
         BatchQueue::restore(queue_bytes).map_err(|e| format!("restoring the write queue: {e}"))?;
+    let sql_tickets = if version == 1 {
+        queue.pending().map(|op| op.ticket).collect()
+    } else {
+        saved.sql_tickets
+    };
     Ok(Restored {
-        write_access: if saved.open {
-            WriteAccess::Open
-        } else {
-            WriteAccess::Restricted
+        state: CanisterState {
+            write_access: if saved.open {
+                WriteAccess::Open
+            } else {
+                WriteAccess::Restricted
+            },
+            writers: saved.writers,
+            read_only: saved.read_only,
+            sql_tickets,
         },
-        writers: saved.writers,
         queue,
     })
 }

@@ -2,7 +2,7 @@
 //! against the IC's message limit.
 
 use batch_core::Config;
-use bench_api::{InitArgs, Settings, WriteAccess};
+use bench_api::{InitArgs, MIN_FLUSH_BUDGET, MIN_PENDING_BYTES, Settings, WriteAccess};
 
 /// Instructions an update or timer message may use on an application subnet
 /// (`MAX_INSTRUCTIONS_PER_MESSAGE` in the replica's `rs/config/src/subnet_config.rs`).
@@ -10,10 +10,13 @@ pub const MESSAGE_LIMIT: u64 = 40_000_000_000;
 
 /// What a flush may not use of [`MESSAGE_LIMIT`] beyond [`Config::max_flush_instructions`]:
 /// rollback of an interrupted op, `COMMIT`, the outcome bookkeeping and the rest of the message
-/// (Candid, the call itself). Measured on the engine (`bench-suite reliability`, "the worst-case
-/// flush" in `bench/REPORT.md`): with a budget of 1 billion, a flush that commits one budget of
-/// inserts and interrupts a heavy op behind them uses 2.64 billion in all, and an op interrupted
-/// alone at 2 billion is rolled back for 2.4 million more; both stay under 3 × the budget. The
+/// (Candid, the call itself). A flush re-applies ops after an interrupt within 3 × the budget
+/// from its start, whatever they cost (batch_core's `Budget::flush_limit`). Measured on the
+/// engine (`bench-suite reliability`, "the worst-case flush" in `bench/REPORT.md`): with a
+/// budget of 1 billion, a flush that commits one budget of inserts and interrupts a heavy op
+/// behind them uses 2.26 billion in all, and an op interrupted alone at 2 billion is rolled back
+/// for 2.5 million more; ops whose cost varies, at the largest budget for a message limit scaled
+/// down to 200 million (budget 53.3 million), used at most 3.008 × the budget per message. The
 /// canister keeps 8 billion anyway, for what a measurement on one workload cannot promise.
 pub const FLUSH_MARGIN: u64 = 8_000_000_000;
 
@@ -53,7 +56,9 @@ fn as_usize(name: &str, value: u64) -> Result<usize, String> {
 impl CanisterSettings {
     /// `args` over `self`: every field present in `args` replaces the current value, every
     /// absent field keeps it. Fails, with the reason, on a value that does not fit, an invalid
-    /// queue configuration, or a flush budget above [`MAX_FLUSH_BUDGET`].
+    /// queue configuration, a flush budget above [`MAX_FLUSH_BUDGET`] or below
+    /// [`MIN_FLUSH_BUDGET`], a `max_pending_bytes` below [`MIN_PENDING_BYTES`], or an
+    /// `outcome_capacity` below `max_pending`.
     pub fn merged(&self, args: &InitArgs) -> Result<CanisterSettings, String> {
         let current = &self.config;
         let size = |name: &str, value: Option<u64>, current: usize| {
@@ -82,9 +87,28 @@ impl CanisterSettings {
                 args.outcome_capacity,
                 current.outcome_capacity,
             )?,
+            history_capacity: current.history_capacity,
             coalesce_rows: size("coalesce_rows", args.coalesce_rows, current.coalesce_rows)?,
         };
         config.validate().map_err(|e| e.to_string())?;
+        if config.flush_instruction_budget < MIN_FLUSH_BUDGET {
+            return Err(format!(
+                "flush_instruction_budget = {} is below the smallest budget, {MIN_FLUSH_BUDGET}: an ordinary op of the users/orders workload could be interrupted (the most expensive one, measured, with headroom)",
+                config.flush_instruction_budget
+            ));
+        }
+        if (config.max_pending_bytes as u64) < MIN_PENDING_BYTES {
+            return Err(format!(
+                "max_pending_bytes = {} is below {MIN_PENDING_BYTES}, the size of the largest op of the API (a create_user with a username and an email at their limits): the queue would refuse it",
+                config.max_pending_bytes
+            ));
+        }
+        if config.outcome_capacity < config.max_pending {
+            return Err(format!(
+                "outcome_capacity = {} is below max_pending = {}: a flush of a full queue would evict outcomes it has just recorded",
+                config.outcome_capacity, config.max_pending
+            ));
+        }
         if config.flush_instruction_budget > MAX_FLUSH_BUDGET {
             return Err(format!(
                 "flush_instruction_budget = {} leaves no headroom: a flush may use 3 × the budget ({}) plus a margin of {FLUSH_MARGIN} for rollback, COMMIT and the rest of the message, over the {MESSAGE_LIMIT} instructions of a message; the largest budget is {MAX_FLUSH_BUDGET}",
@@ -98,8 +122,8 @@ impl CanisterSettings {
         })
     }
 
-    /// The settings as the `settings` query reports them.
-    pub fn to_candid(&self) -> Settings {
+    /// The settings as the `settings` query reports them, with the database's read-only mode.
+    pub fn to_candid(&self, read_only: bool) -> Settings {
         let c = &self.config;
         Settings {
             flush_size: c.flush_size as u64,
@@ -110,6 +134,7 @@ impl CanisterSettings {
             outcome_capacity: c.outcome_capacity as u64,
             coalesce_rows: c.coalesce_rows as u64,
             write_access: self.write_access,
+            read_only,
         }
     }
 

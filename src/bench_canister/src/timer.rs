@@ -1,66 +1,120 @@
-//! The flush timer, and what keeps the queue moving when flushes trap.
+//! The flush timer, and the watchdog that keeps the queue moving when flushes fail or trap.
 //!
 //! One repeating timer runs while ops are pending, every `max(max_delay, 1 s)`, and is cleared
 //! when the queue is empty. A repeating timer cannot be lost: ic-cdk-timers reschedules it in
 //! `canister_global_timer` before running the task in a self-call, so even a task that traps
 //! (its changes rolled back) leaves the next run scheduled. `stats.timer_armed` reads state that
 //! a trap rolls back together with the timer's creation or removal, so it is true exactly when
-//! a timer will fire. When a flush leaves a backlog of `flush_size` or more ops, one extra flush
-//! runs at the next round (a one-shot timer; if it traps, the repeating timer still drains).
+//! a timer will fire. When a flush leaves a backlog of `flush_size` or more ops, or the watchdog
+//! is searching, one extra run happens at the next round (a one-shot timer; if it traps, the
+//! repeating timer still runs).
 //!
-//! The instruction guard turns every op that runs too long into a failed outcome, but an op
-//! can still make a flush trap: a single SQLite operation that cannot be interrupted (the sort
-//! of a `CREATE INDEX` on a huge table, a gigantic string function) or a heap exhausted mid-way.
-//! A trap rolls back everything the flush did, so the queue cannot record it; the op would be
-//! first again at every flush. The watchdog notices what a trap cannot roll back: time. When
-//! the queue has made no progress for [`STALLED_PERIODS`] timer periods, the timer runs
-//! *careful* flushes instead: it first records the attempt, then flushes in a separate message
-//! (a call to itself), at most half as many ops as before each time that message fails, down to
-//! the first op alone; an op that makes its flush fail [`MAX_ATTEMPTS`] times alone is removed
-//! without effect (`SQLITE_ABORT`, "removed: ..."). A careful flush that commits returns the
-//! timer to normal flushes. The extra call costs one inter-canister message, only while stalled.
+//! Two things can keep a flush from draining the queue, and the watchdog tells them apart:
+//!
+//! - **A flush fails outside any op**: `BEGIN` or `COMMIT` fails (a read-only or full database,
+//!   an I/O error). The flush returns the error; batch_core keeps every op queued and fails none
+//!   of them. The watchdog raises the alarm (`stats.alarm`, with the error, also in
+//!   `stats.last_error`) and the timer retries once per period, however long it lasts; the
+//!   first flush that commits clears the alarm.
+//! - **A flush traps**: the instruction guard turns every op that runs too long into a failed
+//!   outcome, but an op can still make its message trap (a single SQLite operation the guard
+//!   cannot interrupt, such as the sort of a `CREATE INDEX` on a huge table or a gigantic
+//!   string function, or a heap exhausted mid-way). A trap rolls back everything the flush did,
+//!   so nothing records it; the watchdog notices what a trap cannot roll back: time. When no
+//!   flush has committed or returned for [`STALLED_PERIODS`] timer periods while ops are
+//!   pending, the timer flushes *carefully*: it records the attempt, then flushes in a separate
+//!   message (a call to itself), so that a trap there is answered as a reject and counted.
+//!   It looks for the culprit by halving: it keeps the number of ops from the head known to
+//!   trap together (at first, the whole queue), flushes at most half of them, and either halves
+//!   that number (the careful flush trapped) or subtracts the ops that committed (it did not).
+//!   Whenever the head is new (at the start, and after a halving step committed ops), it first
+//!   flushes the head alone: the op that stopped a flush is often the first one left, and a
+//!   trap costs a whole message while a careful flush that commits costs one op. A culprit is
+//!   thus found in O(log n) careful flushes, without normal flushes (which would trap again) in
+//!   between. The first op is removed without effect (`SQLITE_ABORT`, "removed
+//!   without effect: ...") only after [`MAX_TRAPS_ALONE`] flushes of it alone made their
+//!   message trap: the one reason given is the one observed. A careful flush that fails
+//!   outside any op counts nothing against the ops. The careful mode ends once every op that
+//!   was pending when the stall was seen has been flushed or removed.
+//!
+//! Submits never run someone else's op that could trap: the size-triggered flush inside a
+//! submit runs only while the queue is healthy (no alarm, no careful mode, a flush committed
+//! or returned within the last period) and only over the ops before the first pending
+//! controller SQL op (the typed ops of the API each run within the guard's reach; arbitrary SQL
+//! may not). Anything else waits for the timer, whose trap costs no caller a reply.
 
 use std::cell::{Cell, RefCell};
+use std::collections::VecDeque;
 use std::time::Duration;
 
-use batch_core::Ticket;
+use batch_core::{FlushError, FlushReport, Ticket};
 use bench_api::{FlushResult, FlushSummary, WriteError};
-use ic_cdk::call::Call;
+use ic_cdk::call::{Call, CallFailed};
 use ic_cdk_timers::TimerId;
 
-use crate::{MessageMeter, QUEUE, SETTINGS, db, flush_now, summary};
+use crate::{MessageMeter, QUEUE, SETTINGS, db, summary};
 
-/// Timer periods without progress after which the timer flushes carefully.
-pub const STALLED_PERIODS: u64 = 3;
-/// Failed careful flushes of the first op alone after which it is removed.
-pub const MAX_ATTEMPTS: u32 = 3;
+/// Timer periods without a flush that committed or returned, while ops are pending, after which
+/// the timer flushes carefully (the flushes in between must have trapped).
+pub const STALLED_PERIODS: u64 = 2;
+/// Careful flushes of the first op alone that made their message trap, after which it is
+/// removed.
+pub const MAX_TRAPS_ALONE: u32 = 3;
+/// Timer periods after which a careful flush without a response is no longer waited for (its
+/// callback trapped, for instance).
+pub const STALE_CALL_PERIODS: u64 = 10;
 /// The method a careful flush calls on the canister itself (hidden from the Candid interface).
 pub const CAREFUL_FLUSH_METHOD: &str = "__careful_flush";
+/// The reject code of a call whose callee trapped (`CANISTER_ERROR` in the interface
+/// specification).
+const CANISTER_ERROR: u32 = 5;
 
-/// The watchdog's view: when the queue last made progress, and the careful flush in progress.
-#[derive(Clone, Copy, Debug, Default)]
+/// The watchdog's view of the queue.
+#[derive(Clone, Debug, Default)]
 struct Watch {
     /// Last flush that executed an op, or the moment the queue became non-empty.
     progress_ns: u64,
+    /// Last flush that returned (committed, failed outside any op, or stopped at its limit):
+    /// it did not trap.
+    answered_ns: u64,
+    /// Flushes fail outside any op.
+    failing: Option<Failing>,
+    /// The search for an op that makes flushes trap.
     careful: Option<Careful>,
+}
+
+/// Flushes fail outside any op: the alarm.
+#[derive(Clone, Debug)]
+struct Failing {
+    since_ns: u64,
+    attempts: u64,
+    error: String,
 }
 
 #[derive(Clone, Copy, Debug)]
 struct Careful {
-    /// Ops the next careful flush may execute.
-    limit: usize,
-    /// The first pending op when the attempts were counted.
+    /// Ops from the head known to make a flush trap together (an upper bound).
+    suspects: usize,
+    /// The first pending op when `traps_alone` was counted.
     head: Ticket,
-    /// Careful flushes of `head` alone that failed.
-    attempts: u32,
+    /// Careful flushes of `head` alone that made their message trap.
+    traps_alone: u32,
+    /// The last op pending when the stall was seen: the search ends once it left the queue.
+    until: Ticket,
+    /// A careful flush is under way since then (its response has not come back).
+    in_flight_since: Option<u64>,
+    /// The current first op has been flushed alone once.
+    probed: bool,
 }
 
 thread_local! {
     /// The repeating flush timer, while ops are pending.
     static TIMER: RefCell<Option<TimerId>> = const { RefCell::new(None) };
-    /// A one-shot catch-up flush is scheduled.
+    /// A one-shot catch-up run is scheduled.
     static CATCH_UP: Cell<bool> = const { Cell::new(false) };
-    static WATCH: Cell<Watch> = Cell::new(Watch::default());
+    static WATCH: RefCell<Watch> = RefCell::new(Watch::default());
+    /// Tickets of the pending controller SQL ops, in order (kept across upgrades).
+    static SQL_TICKETS: RefCell<VecDeque<Ticket>> = const { RefCell::new(VecDeque::new()) };
 }
 
 /// Whether a timer will flush what is pending.
@@ -68,12 +122,104 @@ pub fn armed() -> bool {
     TIMER.with_borrow(Option::is_some)
 }
 
-/// Records that the queue made progress (or just became non-empty) at `now_ns`.
+/// Records that the queue made progress (or just became non-empty) at `now_ns`: the alarm of
+/// failing flushes is over (the careful search goes on until its ops have left the queue).
 pub fn progress(now_ns: u64) {
-    WATCH.set(Watch {
-        progress_ns: now_ns,
-        careful: None,
+    WATCH.with_borrow_mut(|w| {
+        w.progress_ns = now_ns;
+        w.answered_ns = now_ns;
+        w.failing = None;
     });
+}
+
+/// Records what a flush returned at `now_ns` (it did not trap).
+pub fn record(result: &Result<FlushReport, FlushError>, now_ns: u64) {
+    match result {
+        Ok(report) if report.executed > 0 => progress(now_ns),
+        Ok(_) => WATCH.with_borrow_mut(|w| w.answered_ns = now_ns),
+        Err(error) => failed_outside_ops(&error.to_string(), now_ns),
+    }
+}
+
+fn failed_outside_ops(error: &str, now_ns: u64) {
+    WATCH.with_borrow_mut(|w| {
+        w.answered_ns = now_ns;
+        let failing = w.failing.get_or_insert(Failing {
+            since_ns: now_ns,
+            attempts: 0,
+            error: String::new(),
+        });
+        failing.attempts += 1;
+        error.clone_into(&mut failing.error);
+    });
+}
+
+/// A controller SQL op was queued with `ticket`.
+pub fn sql_queued(ticket: Ticket) {
+    SQL_TICKETS.with_borrow_mut(|t| t.push_back(ticket));
+}
+
+/// The tickets of the pending controller SQL ops (for the saved state).
+pub fn sql_tickets() -> Vec<Ticket> {
+    prune_sql_tickets();
+    SQL_TICKETS.with_borrow(|t| t.iter().copied().collect())
+}
+
+/// Replaces the pending controller SQL tickets (after an upgrade).
+pub fn set_sql_tickets(tickets: Vec<Ticket>) {
+    SQL_TICKETS.with_borrow_mut(|t| *t = tickets.into());
+}
+
+/// Forgets the SQL tickets that left the queue.
+fn prune_sql_tickets() {
+    let head = QUEUE.with_borrow(|q| q.pending().next().map_or(q.next_ticket(), |op| op.ticket));
+    SQL_TICKETS.with_borrow_mut(|t| {
+        while t.front().is_some_and(|&ticket| ticket < head) {
+            t.pop_front();
+        }
+    });
+}
+
+/// The most ops a flush on a caller's behalf (a submit's size flush, a writer's `flush`) may
+/// run at `now_ns`: none while the queue is unhealthy (failing flushes, a careful search, or
+/// no flush committed or returned for a period with ops pending), otherwise the ops before the
+/// first pending controller SQL op, which only the timer (or a controller's `flush`) runs.
+pub fn caller_flush_limit(now_ns: u64) -> usize {
+    let period = SETTINGS.with_borrow(|s| s.timer_period_ns());
+    let healthy = WATCH.with_borrow(|w| {
+        w.failing.is_none()
+            && w.careful.is_none()
+            && now_ns.saturating_sub(w.progress_ns.max(w.answered_ns)) < period
+    });
+    if !healthy {
+        return 0;
+    }
+    prune_sql_tickets();
+    let head = QUEUE.with_borrow(|q| q.pending().next().map(|op| op.ticket));
+    match (head, SQL_TICKETS.with_borrow(|t| t.front().copied())) {
+        (Some(head), Some(sql)) => usize::try_from(sql.saturating_sub(head)).unwrap_or(usize::MAX),
+        _ => usize::MAX,
+    }
+}
+
+/// What the watchdog reports in `stats.alarm` at `now_ns`.
+pub fn alarm(now_ns: u64) -> Option<String> {
+    WATCH.with_borrow(|w| {
+        if let Some(f) = &w.failing {
+            return Some(format!(
+                "flushes fail outside any op ({} attempts in {} s): {}; every queued op stays pending and the timer retries once per period",
+                f.attempts,
+                now_ns.saturating_sub(f.since_ns) / 1_000_000_000,
+                f.error
+            ));
+        }
+        w.careful.map(|c| {
+            format!(
+                "flushes trap: careful flushes are looking for the op that makes them trap among the first {} pending ops (the first has trapped alone {} times; it is removed after {MAX_TRAPS_ALONE})",
+                c.suspects, c.traps_alone
+            )
+        })
+    })
 }
 
 /// Arms the repeating timer when ops are pending and none is armed; clears it when nothing is
@@ -97,22 +243,45 @@ pub fn ensure() {
         }
         _ => {}
     });
+    if !pending {
+        WATCH.with_borrow_mut(|w| w.careful = None);
+    }
 }
 
-/// One timer run: a normal or a careful flush, a catch-up if a backlog is left, the timer
-/// re-checked.
+/// One timer run: a normal or a careful flush, a catch-up run if a backlog is left or the
+/// search goes on, the timer re-checked.
 async fn run() {
     let now = ic_cdk::api::time();
     let period = SETTINGS.with_borrow(|s| s.timer_period_ns());
-    let stalled = QUEUE.with_borrow(|q| !q.is_empty())
-        && now.saturating_sub(WATCH.get().progress_ns) >= STALLED_PERIODS.saturating_mul(period);
-    if stalled {
-        careful_flush(now).await;
-    } else if let Err(e) = flush_now() {
-        ic_cdk::println!("timer flush failed, queue kept: {e:?}");
+    let (careful, in_flight, stalled) = WATCH.with_borrow(|w| {
+        let in_flight = w
+            .careful
+            .and_then(|c| c.in_flight_since)
+            .is_some_and(|since| {
+                now.saturating_sub(since) < STALE_CALL_PERIODS.saturating_mul(period)
+            });
+        let quiet = now.saturating_sub(w.progress_ns.max(w.answered_ns));
+        (
+            w.careful.is_some(),
+            in_flight,
+            quiet >= STALLED_PERIODS.saturating_mul(period),
+        )
+    });
+    let pending = QUEUE.with_borrow(|q| !q.is_empty());
+    if !pending || in_flight {
+        // Nothing to do, or the last careful flush has not answered yet.
+    } else if careful || stalled {
+        careful_step(now).await;
+    } else {
+        let result = QUEUE.with_borrow_mut(|q| db::with(|conn| q.flush(conn, &MessageMeter)));
+        record(&result, now);
+        if let Err(e) = result {
+            ic_cdk::println!("timer flush failed, queue kept: {e}");
+        }
     }
+    let searching = WATCH.with_borrow(|w| w.careful.is_some_and(|c| c.in_flight_since.is_none()));
     let backlog = QUEUE.with_borrow(|q| q.len() >= q.config().flush_size);
-    if backlog && !CATCH_UP.get() {
+    if (backlog || searching) && !CATCH_UP.get() {
         CATCH_UP.set(true);
         ic_cdk_timers::set_timer(Duration::ZERO, async {
             CATCH_UP.set(false);
@@ -122,64 +291,96 @@ async fn run() {
     ensure();
 }
 
-/// One step of the careful mode (see the module documentation).
-async fn careful_flush(now: u64) {
-    let Some((head, len)) =
-        QUEUE.with_borrow(|q| q.pending().next().map(|op| (op.ticket, q.len())))
-    else {
+/// One step of the careful search (see the module documentation).
+async fn careful_step(now: u64) {
+    let Some((head, last, len)) = QUEUE.with_borrow(|q| {
+        let head = q.pending().next()?.ticket;
+        Some((head, q.next_ticket() - 1, q.len()))
+    }) else {
+        WATCH.with_borrow_mut(|w| w.careful = None);
         return;
     };
-    let mut careful = WATCH.get().careful.unwrap_or(Careful {
-        limit: (len / 2).max(1),
+    let mut careful = WATCH.with_borrow(|w| w.careful).unwrap_or(Careful {
+        suspects: len,
         head,
-        attempts: 0,
+        traps_alone: 0,
+        until: last,
+        in_flight_since: None,
+        probed: false,
     });
     if careful.head != head {
         careful.head = head;
-        careful.attempts = 0;
+        careful.traps_alone = 0;
     }
-    if careful.limit == 1 && careful.attempts >= MAX_ATTEMPTS {
+    if head > careful.until {
+        // Every op pending when the stall was seen has left the queue.
+        WATCH.with_borrow_mut(|w| w.careful = None);
+        return;
+    }
+    let unresolved = usize::try_from(careful.until - head + 1).unwrap_or(usize::MAX);
+    if careful.suspects == 0 {
+        // The ops that trapped together all committed in smaller flushes: no single op was the
+        // cause; the rest of the search's ops are flushed carefully too.
+        careful.suspects = unresolved;
+    }
+    if careful.suspects <= 1 && careful.traps_alone >= MAX_TRAPS_ALONE {
         let removed = QUEUE.with_borrow_mut(|q| {
             q.fail_first(format!(
-                "removed without effect: every flush that ran this op alone failed or trapped ({MAX_ATTEMPTS} times), so it would have stopped the queue"
+                "removed without effect: each of {MAX_TRAPS_ALONE} flushes that ran this op alone made its message trap, so it would have stopped the queue"
             ))
         });
         ic_cdk::println!("careful flush: removed ticket {removed:?}");
         progress(now);
+        careful.suspects = unresolved - 1;
+        careful.traps_alone = 0;
+        careful.probed = false;
+        WATCH.with_borrow_mut(|w| w.careful = Some(careful));
         return;
     }
-    careful.attempts += 1;
-    set_careful(careful);
+    let limit = if careful.probed {
+        (careful.suspects / 2).max(1)
+    } else {
+        1
+    };
+    careful.probed = true;
+    careful.in_flight_since = Some(now);
+    WATCH.with_borrow_mut(|w| w.careful = Some(careful));
     // The attempt is committed at this await: a trap in the flush cannot roll it back.
     let result = Call::unbounded_wait(ic_cdk::api::canister_self(), CAREFUL_FLUSH_METHOD)
-        .with_arg(careful.limit as u64)
+        .with_arg(limit as u64)
         .await;
-    let flushed = match result {
-        Ok(response) => response
-            .candid::<FlushResult>()
-            .map_err(|e| e.to_string())
-            .and_then(|r| Result::from(r).map_err(|e: WriteError| format!("{e:?}"))),
-        Err(e) => Err(e.to_string()),
-    };
-    match flushed {
-        Ok(_) => progress(ic_cdk::api::time()),
-        Err(reason) => {
-            ic_cdk::println!("careful flush of {} ops failed: {reason}", careful.limit);
-            if careful.limit > 1 {
-                careful.limit /= 2;
-                careful.attempts = 0;
+    let answered = ic_cdk::api::time();
+    careful.in_flight_since = None;
+    match result {
+        Ok(response) => match response.candid::<FlushResult>().map(Result::from) {
+            Ok(Ok(flushed)) => {
+                let executed = usize::try_from(flushed.executed).unwrap_or(usize::MAX);
+                careful.suspects = careful.suspects.saturating_sub(executed);
+                if executed > 0 && limit > 1 {
+                    // A new head after a halving step: it is flushed alone first.
+                    careful.probed = false;
+                }
             }
-            set_careful(careful);
+            Ok(Err(WriteError::Database(error))) => {
+                // Not a trap and not an op's doing: the alarm is raised, nothing is counted.
+                failed_outside_ops(&error, answered);
+            }
+            Ok(Err(other)) => ic_cdk::println!("careful flush refused: {other}"),
+            Err(e) => ic_cdk::println!("careful flush: undecodable reply: {e}"),
+        },
+        Err(CallFailed::CallRejected(rejected)) if rejected.raw_reject_code() == CANISTER_ERROR => {
+            ic_cdk::println!(
+                "careful flush of {limit} ops trapped: {}",
+                rejected.reject_message()
+            );
+            if limit == 1 {
+                careful.traps_alone += 1;
+            }
+            careful.suspects = limit;
         }
+        Err(e) => ic_cdk::println!("careful flush not made: {e}"),
     }
-}
-
-fn set_careful(careful: Careful) {
-    let watch = WATCH.get();
-    WATCH.set(Watch {
-        careful: Some(careful),
-        ..watch
-    });
+    WATCH.with_borrow_mut(|w| w.careful = Some(careful));
 }
 
 /// The careful flush: at most `limit` ops, in a message of its own. Only the canister itself
@@ -189,12 +390,11 @@ pub fn careful_flush_now(limit: u64) -> Result<FlushSummary, WriteError> {
         return Err(WriteError::NotAuthorized);
     }
     let limit = usize::try_from(limit).unwrap_or(usize::MAX);
-    let report =
+    let result =
         QUEUE.with_borrow_mut(|q| db::with(|conn| q.flush_at_most(conn, &MessageMeter, limit)));
-    let report = report.map_err(|e| WriteError::Database(e.to_string()))?;
-    if report.executed > 0 {
-        progress(ic_cdk::api::time());
-    }
+    let now = ic_cdk::api::time();
+    record(&result, now);
+    let report = result.map_err(|e| WriteError::Database(e.to_string()))?;
     Ok(summary(report))
 }
 
@@ -203,5 +403,6 @@ pub fn careful_flush_now(limit: u64) -> Result<FlushSummary, WriteError> {
 pub fn reset() {
     TIMER.with_borrow_mut(|t| *t = None);
     CATCH_UP.set(false);
+    WATCH.with_borrow_mut(|w| *w = Watch::default());
     progress(ic_cdk::api::time());
 }

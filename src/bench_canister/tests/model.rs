@@ -1,12 +1,17 @@
 //! A model-based random run of the canister on the offline engine: thousands of steps mixing
-//! submits (valid, failing, too long and heavy), unbatched writes, client batches, flushes,
-//! timer ticks, upgrades and strangers, checked against a reference model: a native SQLite
-//! with the same schema, where every op the canister executes is applied alone, in the order
-//! the canister executed it (batch_core's batched execution must equal that), heavy ops fail
-//! with `SQLITE_INTERRUPT`, and refused calls change nothing.
+//! submits (valid, failing, too long and heavy), controller ops whose cost varies, PRAGMAs that
+//! would change the connection, unbatched writes, client batches, flushes, timer ticks,
+//! upgrades, periods of a read-only database and strangers (writing, reading others' tickets,
+//! calling queries as updates), checked against a reference model: a native SQLite with the
+//! same schema, where every op the canister executes is applied alone, in the order the
+//! canister executed it (batch_core's batched execution must equal that), heavy ops fail with
+//! `SQLITE_INTERRUPT`, writes during a read-only period fail with `SQLITE_READONLY`, and refused
+//! calls change nothing.
 //!
 //! Checked: every ticket's final outcome, every row's values (amounts to the bit), zero lost
-//! (every acknowledged op gets an outcome), zero altered, zero stuck (the queue drains).
+//! (every acknowledged op gets an outcome), zero altered, zero stuck (the queue drains), and no
+//! op failed with a reason its own run does not show (every failure equals the reference's
+//! failure of the op alone; nothing was removed by the watchdog; nothing trapped).
 //! `MODEL_STEPS` and `MODEL_SEED` change the run (at least 5,000 steps).
 
 use std::collections::VecDeque;
@@ -26,6 +31,33 @@ const WRITER: &[u8] = &[0x77, 0x21];
 /// An insert that only the instruction guard stops.
 const ENDLESS_INSERT: &str = "WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c) \
     INSERT INTO users (username, email) SELECT 'endless', 'endless@example.com' FROM c";
+
+/// The flag PRAGMAs that used to take effect while reported as failed.
+const PRAGMAS: [&str; 4] = [
+    "PRAGMA foreign_keys = OFF",
+    "PRAGMA foreign_keys = ON",
+    "PRAGMA writable_schema = 1",
+    "PRAGMA query_only = 1",
+];
+
+/// An insert of user `tag` after a recursive CTE of `1 + random() % 5000` rows (up to about
+/// 24 M instructions, under a quarter of the run's budget: it always commits, whatever it
+/// costs each time it runs).
+fn varying(tag: u64) -> String {
+    format!(
+        "INSERT INTO users (username, email) SELECT 'varying', 'varying{tag}@example.com' WHERE \
+         (SELECT count(*) FROM (WITH RECURSIVE n(v) AS MATERIALIZED (SELECT 1 + abs(random()) % 5000), \
+         c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c, n WHERE x < n.v) SELECT x FROM c)) > 0"
+    )
+}
+
+/// What a write fails with while the database is read-only.
+fn read_only_failure() -> OpOutcome {
+    OpOutcome::Failed {
+        code: 8,
+        error: "attempt to write a readonly database".into(),
+    }
+}
 
 struct Rng(u64);
 
@@ -281,6 +313,9 @@ fn random_run_matches_the_reference_model() {
     let mut model = Model::new();
     let mut acknowledged = 0usize;
     let mut refusals = 0usize;
+    let mut read_only_periods = 0usize;
+    let mut refused_pragmas = 0usize;
+    let mut varying_ops = 0usize;
 
     for step in 0..steps {
         match rng.below(100) {
@@ -323,8 +358,19 @@ fn random_run_matches_the_reference_model() {
                     Err(e) => panic!("step {step}: {method}: {e:?}"),
                 }
             }
+            // An op of varying cost by the controller: it always commits.
+            46 => {
+                varying_ops += 1;
+                let sql = varying(rng.next());
+                let ticket = c.submit_sql(&sql);
+                acknowledged += 1;
+                model.pending.push_back(Queued {
+                    ticket,
+                    op: Some(WriteOp::single(sql, vec![])),
+                });
+            }
             // A heavy op by the controller.
-            45..=46 => {
+            45 => {
                 let statement = SqlStatement {
                     sql: ENDLESS_INSERT.into(),
                     params: vec![],
@@ -385,7 +431,7 @@ fn random_run_matches_the_reference_model() {
             78..=89 => {
                 c.tick(1_000_000_000);
             }
-            90..=91 => {
+            90 => {
                 let upgrade = c.upgrade(None);
                 assert!(
                     !upgrade.result.is_trap(),
@@ -393,9 +439,91 @@ fn random_run_matches_the_reference_model() {
                     upgrade.result
                 );
             }
-            // Strangers: refused before the canister pays, nothing changes.
+            // A PRAGMA that would change the connection, by the controller: refused (the
+            // reference, batch_core natively, refuses it alike), and nothing changes.
+            91 if rng.below(2) == 0 => {
+                refused_pragmas += 1;
+                let pragma = PRAGMAS[rng.below(4) as usize];
+                let op = WriteOp::single(pragma, vec![]);
+                if rng.below(2) == 0 {
+                    let statement = SqlStatement {
+                        sql: pragma.into(),
+                        params: vec![],
+                    };
+                    let r: WriteResult = c.update("execute_sql", (vec![statement],));
+                    let actual = outcome_from_candid(&Result::from(r).expect("executed"));
+                    let expected = model.apply(&op);
+                    assert_eq!(expected.code(), Some(23), "step {step}: {expected:?}");
+                    assert_eq!(actual, expected, "step {step}: {pragma}");
+                } else {
+                    let ticket = c.submit_sql(pragma);
+                    acknowledged += 1;
+                    model.pending.push_back(Queued {
+                        ticket,
+                        op: Some(op),
+                    });
+                }
+            }
+            // A period of a read-only database: queued ops wait (no flush fails any), writes
+            // executed now fail with SQLite's reason, submits are still accepted.
+            91 => {
+                read_only_periods += 1;
+                let r: AdminResult = c.update("set_read_only", (true,));
+                assert_eq!(r, AdminResult::Ok(()));
+                for _ in 0..1 + rng.below(3) {
+                    let op = model.random_op(&mut rng);
+                    let result: WriteResult = match &op {
+                        UserOrderOp::CreateUser { username, email } => {
+                            c.write_as(WRITER, "create_user", (username, email))
+                        }
+                        UserOrderOp::CreateOrder { user_id, amount } => {
+                            c.write_as(WRITER, "create_order", (*user_id, *amount))
+                        }
+                        UserOrderOp::UpdateOrderAmount { order_id, amount } => {
+                            c.write_as(WRITER, "update_order_amount", (*order_id, *amount))
+                        }
+                        UserOrderOp::DeleteUserOrders { user_id } => {
+                            c.write_as(WRITER, "delete_user_orders", (*user_id,))
+                        }
+                    };
+                    let actual = outcome_from_candid(&Result::from(result).expect("executed"));
+                    assert_eq!(actual, read_only_failure(), "step {step}: {op:?}");
+                    let op = model.random_op(&mut rng);
+                    if let UserOrderOp::CreateOrder { user_id, amount } = op {
+                        let r = c.submit_as(WRITER, "submit_create_order", (user_id, amount));
+                        let ticket = Result::from(r).expect("accepted while read-only");
+                        acknowledged += 1;
+                        model.pending.push_back(Queued {
+                            ticket,
+                            op: Some(write_op(&op)),
+                        });
+                    }
+                    c.tick(1_000_000_000);
+                    sync(&mut c, &mut model);
+                }
+                let stats = c.stats();
+                if stats.pending > 0 {
+                    assert!(
+                        stats
+                            .alarm
+                            .as_deref()
+                            .is_some_and(|a| a
+                                .contains("BEGIN failed: attempt to write a readonly database")),
+                        "step {step}: {stats:?}"
+                    );
+                }
+                let r: AdminResult = c.update("set_read_only", (false,));
+                assert_eq!(r, AdminResult::Ok(()));
+            }
+            // Strangers: refused before the canister pays, nothing changes; they cannot read
+            // others' tickets.
             _ => {
-                let exec = match rng.below(4) {
+                if let Some((ticket, _)) = model.outcomes.last() {
+                    assert_eq!(c.ticket_as(STRANGER, *ticket), TicketStatus::NotYours);
+                }
+                let exec = match rng.below(6) {
+                    4 => c.raw_update(STRANGER, "stats", ()),
+                    5 => c.raw_update(STRANGER, "user_orders", (i64::MAX, u32::MAX)),
                     0 => c.raw_update(STRANGER, "submit_create_order", (1i64, 1.0f64)),
                     1 => c.raw_update(STRANGER, "flush", ()),
                     2 => c.raw_update(
@@ -466,6 +594,14 @@ fn random_run_matches_the_reference_model() {
         )
     );
     assert!(c.traps().is_empty(), "{:?}", c.traps());
+    // No op failed with a reason its own run does not show: every failure above equals the
+    // reference's failure of the op alone, and none is the watchdog's removal.
+    let removed = model
+        .outcomes
+        .iter()
+        .filter(|(_, o)| o.code() == Some(4))
+        .count();
+    assert_eq!(removed, 0);
     // The run exercised what it claims to.
     let interrupted = model
         .outcomes
@@ -473,12 +609,19 @@ fn random_run_matches_the_reference_model() {
         .filter(|(_, o)| o.code() == Some(9))
         .count();
     assert!(interrupted > 0 && refusals > 0 && committed > 0);
+    assert!(read_only_periods > 0 && refused_pragmas > 0 && varying_ops > 0);
+    let refused_in_queue = model
+        .outcomes
+        .iter()
+        .filter(|(_, o)| o.code() == Some(23))
+        .count();
+    assert!(refused_in_queue > 0, "a queued PRAGMA was refused");
     assert!(
         acknowledged - committed > interrupted,
         "failures besides interrupts"
     );
     println!(
-        "model run: {steps} steps, {acknowledged} acknowledged ({committed} committed, {interrupted} interrupted), {refusals} stranger calls refused"
+        "model run: {steps} steps, {acknowledged} acknowledged ({committed} committed, {interrupted} interrupted, {refused_in_queue} refused PRAGMAs), {refusals} stranger calls refused, {read_only_periods} read-only periods, {varying_ops} varying-cost ops, 0 lost, 0 altered, 0 stuck, 0 failed without a cause of their own"
     );
 }
 

@@ -194,7 +194,7 @@ fn settings_are_kept_across_upgrades_unless_given() {
         max_pending: Some(70),
         max_pending_bytes: Some(1 << 20),
         flush_instruction_budget: Some(1_000_000_000),
-        outcome_capacity: Some(9),
+        outcome_capacity: Some(90),
         coalesce_rows: Some(16),
         write_access: Some(WriteAccess::Open),
     });
@@ -207,9 +207,10 @@ fn settings_are_kept_across_upgrades_unless_given() {
             max_pending: 70,
             max_pending_bytes: 1 << 20,
             flush_instruction_budget: 1_000_000_000,
-            outcome_capacity: 9,
+            outcome_capacity: 90,
             coalesce_rows: 16,
             write_access: WriteAccess::Open,
+            read_only: false,
         }
     );
     // No argument (what `dfx deploy` sends), then an argument with every field absent.

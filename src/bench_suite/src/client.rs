@@ -145,10 +145,19 @@ impl Client {
         R: CandidType + for<'de> Deserialize<'de>,
         A: ArgumentEncoder,
     {
+        self.query_as(offline_engine::ANONYMOUS, method, args)
+    }
+
+    /// A query by `caller`, decoded as `R`.
+    pub fn query_as<R, A>(&mut self, caller: &[u8], method: &str, args: A) -> R
+    where
+        R: CandidType + for<'de> Deserialize<'de>,
+        A: ArgumentEncoder,
+    {
         let arg = candid::encode_args(args).unwrap();
         let exec = self
             .canister
-            .query(method, &arg)
+            .query_as(caller, method, &arg)
             .unwrap_or_else(|e| panic!("query {method}: {e}"));
         decode(method, &exec)
     }
@@ -168,19 +177,24 @@ impl Client {
         Result::from(self.query::<CountsResult, _>("counts", ())).unwrap()
     }
 
-    /// The `ticket_status` query.
+    /// The `ticket_status` query by the controller (who sees every ticket).
     pub fn ticket(&mut self, ticket: Ticket) -> TicketStatus {
-        self.query("ticket_status", (ticket,))
+        self.ticket_as(CONTROLLER, ticket)
     }
 
-    /// The statuses of tickets `first..first + count`, through `ticket_statuses` (1,000 per
-    /// query).
+    /// The `ticket_status` query by `caller` (who sees its own tickets).
+    pub fn ticket_as(&mut self, caller: &[u8], ticket: Ticket) -> TicketStatus {
+        self.query_as(caller, "ticket_status", (ticket,))
+    }
+
+    /// The statuses of tickets `first..first + count`, through `ticket_statuses` by the
+    /// controller (1,000 per query).
     pub fn tickets(&mut self, first: Ticket, count: u64) -> Vec<TicketStatus> {
         let mut all = Vec::new();
         while (all.len() as u64) < count {
             let next = first + all.len() as u64;
             let n = (count - all.len() as u64).min(u64::from(MAX_QUERY_ROWS)) as u32;
-            let page: Vec<TicketStatus> = self.query("ticket_statuses", (next, n));
+            let page: Vec<TicketStatus> = self.query_as(CONTROLLER, "ticket_statuses", (next, n));
             assert_eq!(
                 page.len(),
                 n as usize,

@@ -104,6 +104,17 @@ enum Command {
         #[arg(long, default_value = "target/canister/bench_canister.wasm")]
         wasm: PathBuf,
     },
+    /// Measures what each op of the users/orders API costs alone (batched and unbatched, warm
+    /// and as the first write after an upgrade) on the full-scale fixture, the measurement
+    /// behind the smallest flush budget the canister accepts, and prints it.
+    BudgetFloor {
+        /// The deployable canister wasm (built by scripts/build.sh).
+        #[arg(long, default_value = "target/canister/bench_canister.wasm")]
+        wasm: PathBuf,
+        /// Measure on the small fixture (10,000 users) instead, in seconds.
+        #[arg(long)]
+        small: bool,
+    },
     /// The CI gate of the canbench results: runs the real canbench through offline-pocket-ic
     /// with --persist --csv --show-summary, fails if any figure of the committed results moved
     /// by the threshold or more (either way) or a benchmark was added or removed, checks that
@@ -366,19 +377,31 @@ fn real_main() -> Result<ExitCode> {
                 Ok(ExitCode::SUCCESS)
             }
         }
+        Command::BudgetFloor { wasm, small } => {
+            let fixture = if small {
+                bench_suite::engine_runs::Fixture::Small
+            } else {
+                bench_suite::engine_runs::Fixture::FullScale
+            };
+            let f = bench_suite::reliability::budget_floor(&wasm, fixture, &mut progress)?;
+            print!("{}", bench_suite::reliability::render_budget_floor(&f));
+            println!("(engine: {})", bench_suite::engine_runs::ENGINE_LABEL);
+            Ok(ExitCode::SUCCESS)
+        }
         Command::Reliability { wasm } => {
             let results = bench_suite::reliability::run_all(&wasm, &mut progress)?;
             println!(
-                "| scenario | acknowledged | committed | failed | lost | altered | refused | trapped | timer runs to drain |"
+                "| scenario | acknowledged | committed | failed | failed without a cause | lost | altered | refused | trapped | timer runs to drain |"
             );
-            println!("|---|---:|---:|---:|---:|---:|---:|---:|---:|");
+            println!("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
             for x in &results {
                 println!(
-                    "| {} | {} | {} | {} | {} | {} | {} | {} | {} |",
+                    "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
                     x.name,
                     x.acknowledged,
                     x.committed,
                     x.failed,
+                    x.failed_without_cause,
                     x.lost,
                     x.altered,
                     x.refused,
@@ -396,11 +419,24 @@ fn real_main() -> Result<ExitCode> {
                 w.alone_flush_instructions,
                 w.alone_flush_instructions as f64 / w.budget as f64
             );
+            println!(
+                "varying cost: {} ops at budget {} for a {} limit: {} flushes, {} capped at 3 × budget, {} trapped; the largest message {} instructions ({:.3}× budget)",
+                w.varying_ops,
+                w.varying_budget,
+                w.varying_limit,
+                w.varying_flushes,
+                w.varying_capped,
+                w.varying_trapped,
+                w.varying_most,
+                w.varying_most as f64 / w.varying_budget.max(1) as f64
+            );
             println!("(engine: {})", bench_suite::engine_runs::ENGINE_LABEL);
             if bench_suite::reliability::all_safe(&results) {
                 Ok(ExitCode::SUCCESS)
             } else {
-                println!("FAILED: an acknowledged op was lost or altered");
+                println!(
+                    "FAILED: an acknowledged op was lost or altered, or an op failed without a cause of its own"
+                );
                 Ok(ExitCode::from(1))
             }
         }

@@ -221,22 +221,23 @@ fn the_agent_deploys_the_canister_and_calls_it_with_verification_on() {
             .await
             .expect("candid metadata");
         assert!(String::from_utf8(candid).unwrap().contains("create_user"));
-        // A method the canister does not have: a certified reject with the replica's codes.
+        // A method the canister does not have: its `canister_inspect_message` admits only the
+        // update methods of its interface, so the ingress filter refuses the call before any
+        // execution, with the replica's code for a message the canister did not accept (an
+        // uncertified reject: nothing reached the state tree).
         let err = agent
             .update(&canister, "no_such_method")
             .with_arg(Encode!().unwrap())
             .call_and_wait()
             .await
             .unwrap_err();
-        let AgentError::CertifiedReject { reject, .. } = err else {
-            panic!("expected a certified reject, got {err:?}");
+        let AgentError::UncertifiedReject { reject, .. } = err else {
+            panic!("expected an uncertified reject from the ingress filter, got {err:?}");
         };
-        assert_eq!(reject.reject_code, RejectCode::CanisterError);
-        assert_eq!(reject.error_code.as_deref(), Some("IC0536"));
+        assert_eq!(reject.reject_code, RejectCode::CanisterReject);
+        assert_eq!(reject.error_code.as_deref(), Some("IC0406"));
         assert!(
-            reject
-                .reject_message
-                .contains("Canister has no update method 'no_such_method'"),
+            reject.reject_message.contains("rejected the message"),
             "{}",
             reject.reject_message
         );

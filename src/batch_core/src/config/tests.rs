@@ -68,6 +68,7 @@ fn edge_configs_are_valid() {
         max_pending_bytes: 1,
         flush_instruction_budget: 1,
         outcome_capacity: 0,
+        history_capacity: 0,
         coalesce_rows: 0,
     };
     assert_eq!(config.validate(), Ok(()));

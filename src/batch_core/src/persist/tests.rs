@@ -11,6 +11,7 @@ fn config() -> Config {
         max_pending_bytes: 1 << 30,
         flush_instruction_budget: 123,
         outcome_capacity: 4,
+        history_capacity: 8,
         coalesce_rows: 16,
     }
 }
@@ -97,7 +98,7 @@ fn every_edge_value_survives_bit_for_bit() {
         )
         .unwrap();
     let bytes = queue.save(Vec::new()).unwrap();
-    assert_eq!(&bytes[..4], b"BQS\x02");
+    assert_eq!(&bytes[..4], b"BQS\x03");
     let restored = BatchQueue::restore(&bytes).unwrap();
     assert_eq!(all_bits(&restored), all_bits(&queue));
     assert_eq!(restored.config(), &config());
@@ -134,19 +135,64 @@ fn outcomes_stats_and_limits_survive() {
     assert_eq!(restored.stats(), queue.stats());
 }
 
-/// Format version 1, as the previous release wrote it: its config had no `coalesce_rows`.
+/// Format version 1, as the release before the last wrote it: its config had no
+/// `coalesce_rows`, and no op or outcome had an owner.
 #[derive(serde::Serialize)]
-struct SavedV1<'a> {
+struct SavedV1 {
     config: (usize, u64, usize, usize, u64, usize),
     next_ticket: Ticket,
     commit_limit: Option<u64>,
-    stats: &'a Stats,
-    pending: &'a VecDeque<PendingOp>,
-    outcomes: &'a VecDeque<(Ticket, OpOutcome)>,
+    stats: StatsV2,
+    pending: Vec<(Ticket, u64, WriteOp)>,
+    outcomes: Vec<(Ticket, OpOutcome)>,
 }
 
-#[test]
-fn a_version_1_queue_is_restored_with_coalescing_at_its_default() {
+/// Format version 2: version 1 with `coalesce_rows`.
+#[derive(serde::Serialize)]
+struct SavedV2Written {
+    config: (usize, u64, usize, usize, u64, usize, usize),
+    next_ticket: Ticket,
+    commit_limit: Option<u64>,
+    stats: StatsV2,
+    pending: Vec<(Ticket, u64, WriteOp)>,
+    outcomes: Vec<(Ticket, OpOutcome)>,
+}
+
+/// The stats of versions 1 and 2, written.
+#[derive(serde::Serialize)]
+struct StatsV2(
+    u64,
+    u64,
+    u64,
+    u64,
+    u64,
+    u64,
+    u64,
+    u64,
+    u64,
+    u64,
+    Option<String>,
+);
+
+fn stats_v2(s: &Stats) -> StatsV2 {
+    StatsV2(
+        s.pending,
+        s.submitted,
+        s.committed,
+        s.failed,
+        s.rejected,
+        s.flushes,
+        s.last_flush_ops,
+        s.last_flush_instructions,
+        s.flush_errors,
+        s.interrupted,
+        s.last_error.clone(),
+    )
+}
+
+/// A queue with committed, failed and pending ops, submitted without an owner (all that
+/// versions 1 and 2 knew).
+fn old_style_queue() -> BatchQueue {
     let conn = rusqlite::Connection::open_in_memory().unwrap();
     conn.execute_batch("CREATE TABLE t (x INTEGER NOT NULL)")
         .unwrap();
@@ -156,9 +202,36 @@ fn a_version_1_queue_is_restored_with_coalescing_at_its_default() {
     queue.submit(insert(SqlValue::Null), 0).unwrap();
     queue.flush(&conn, &crate::CountingMeter::new(1)).unwrap();
     queue.submit(insert(SqlValue::Real(1.5)), 5).unwrap();
+    queue
+}
+
+/// What a version 1 or 2 queue restores to: the same, without history.
+fn without_history(queue: &BatchQueue) -> QueueState {
+    let mut state = queue.to_state();
+    state.history_base = queue
+        .pending()
+        .next()
+        .map_or(queue.next_ticket(), |op| op.ticket);
+    state.history.clear();
+    state
+}
+
+#[test]
+fn version_1_and_2_queues_are_restored() {
+    let queue = old_style_queue();
+    let state = queue.to_state();
     let c = queue.config();
+    let pending: Vec<(Ticket, u64, WriteOp)> = state
+        .pending
+        .iter()
+        .map(|op| (op.ticket, op.enqueued_ns, op.op.clone()))
+        .collect();
+    let outcomes: Vec<(Ticket, OpOutcome)> = state
+        .outcomes
+        .iter()
+        .map(|o| (o.ticket, o.outcome.clone()))
+        .collect();
     let mut v1 = b"BQS\x01".to_vec();
-    let stats = queue.stats();
     v1.extend(
         postcard::to_allocvec(&SavedV1 {
             config: (
@@ -171,9 +244,9 @@ fn a_version_1_queue_is_restored_with_coalescing_at_its_default() {
             ),
             next_ticket: queue.next_ticket(),
             commit_limit: None,
-            stats: &stats,
-            pending: queue.pending_deque(),
-            outcomes: queue.outcome_entries(),
+            stats: stats_v2(&queue.stats()),
+            pending: pending.clone(),
+            outcomes: outcomes.clone(),
         })
         .unwrap(),
     );
@@ -182,14 +255,53 @@ fn a_version_1_queue_is_restored_with_coalescing_at_its_default() {
         restored.config(),
         &Config {
             coalesce_rows: crate::config::DEFAULT_COALESCE_ROWS,
+            history_capacity: crate::config::DEFAULT_HISTORY_CAPACITY,
             ..config()
         }
     );
     assert_eq!(all_bits(&restored), all_bits(&queue));
-    assert_eq!(restored.to_state(), queue.to_state());
+    assert_eq!(restored.to_state(), without_history(&queue));
     assert_eq!(restored.stats(), queue.stats());
-    // Saved again, it is version 2.
-    assert_eq!(&restored.save(Vec::new()).unwrap()[..4], b"BQS\x02");
+    // Saved again, it is the current version.
+    assert_eq!(&restored.save(Vec::new()).unwrap()[..4], b"BQS\x03");
+
+    let mut v2 = b"BQS\x02".to_vec();
+    v2.extend(
+        postcard::to_allocvec(&SavedV2Written {
+            config: (
+                c.flush_size,
+                c.max_delay_ns,
+                c.max_pending,
+                c.max_pending_bytes,
+                c.flush_instruction_budget,
+                c.outcome_capacity,
+                c.coalesce_rows,
+            ),
+            next_ticket: queue.next_ticket(),
+            commit_limit: None,
+            stats: stats_v2(&queue.stats()),
+            pending,
+            outcomes,
+        })
+        .unwrap(),
+    );
+    let restored = BatchQueue::restore(&v2).unwrap();
+    assert_eq!(
+        restored.config(),
+        &Config {
+            history_capacity: crate::config::DEFAULT_HISTORY_CAPACITY,
+            ..config()
+        }
+    );
+    assert_eq!(restored.to_state(), without_history(&queue));
+    // Kept outcomes are visible to their owner, NONE (an old queue knew no owners).
+    assert_eq!(
+        restored.status_for(1, Owner::NONE),
+        crate::OpStatus::Done(OpOutcome::Committed {
+            rows_changed: 1,
+            last_insert_rowid: 1
+        })
+    );
 }
 
 #[test]
@@ -205,10 +317,10 @@ fn foreign_or_damaged_bytes_are_refused() {
         Err(RestoreError::NotASavedQueue)
     ));
     let mut newer = bytes.clone();
-    newer[3] = 3;
+    newer[3] = 4;
     assert!(matches!(
         BatchQueue::restore(&newer),
-        Err(RestoreError::UnsupportedVersion(3))
+        Err(RestoreError::UnsupportedVersion(4))
     ));
     assert!(matches!(
         BatchQueue::restore(&bytes[..bytes.len() - 1]),

@@ -172,6 +172,7 @@ fn queue_config() -> impl Strategy<Value = Config> {
                 max_delay_ns: delay,
                 flush_instruction_budget: budget,
                 outcome_capacity,
+                history_capacity: 10_000,
                 coalesce_rows,
             },
         )
@@ -223,7 +224,9 @@ impl Model {
         if self.flushed.len() - position <= config.outcome_capacity {
             OpStatus::Done(self.flushed[position].1.clone())
         } else {
-            OpStatus::Evicted
+            OpStatus::Evicted {
+                committed: Some(self.flushed[position].1.is_committed()),
+            }
         }
     }
 }
@@ -282,6 +285,7 @@ fn check_flush(
             remaining,
             more_due: remaining > 0,
             instructions,
+            capped: false,
         }
     );
     if executed > 0 {
@@ -366,6 +370,7 @@ fn check_heavy_flush(
             remaining,
             more_due: remaining > 0,
             instructions: report.instructions,
+            capped: false,
         }
     );
     if executed > 0 {

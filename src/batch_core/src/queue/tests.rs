@@ -17,6 +17,7 @@ fn config(flush_size: usize, max_pending: usize) -> Config {
         max_pending_bytes: 1 << 20,
         flush_instruction_budget: u64::MAX,
         outcome_capacity: 1_000,
+        history_capacity: 1_000,
         coalesce_rows: crate::config::DEFAULT_COALESCE_ROWS,
     }
 }
@@ -193,6 +194,7 @@ fn flush_takes_everything_pending_in_one_transaction() {
             more_due: false,
             // Reads: start, before ops 2..=7, end.
             instructions: 7,
+            capped: false,
         }
     );
     assert_eq!(meter.reads(), 8);
@@ -227,6 +229,7 @@ fn budget_stops_between_ops_and_leaves_the_rest_queued_in_order() {
             remaining: 7,
             more_due: true,
             instructions: 400,
+            capped: false,
         }
     );
     assert_eq!(meter.reads(), 5);
@@ -333,13 +336,23 @@ fn outcomes_are_evicted_oldest_first() {
         queue.submit(user(i), 0).unwrap();
     }
     queue.flush(&conn, &CountingMeter::new(0)).unwrap();
-    assert_eq!(queue.status(1), OpStatus::Evicted);
+    assert_eq!(
+        queue.status(1),
+        OpStatus::Evicted {
+            committed: Some(true)
+        }
+    );
     assert_eq!(queue.status(2), committed(1, 2));
     assert_eq!(queue.status(3), committed(1, 3));
     queue.submit(user(0), 0).unwrap();
     assert_eq!(queue.status(4), OpStatus::Pending);
     queue.flush(&conn, &CountingMeter::new(0)).unwrap();
-    assert_eq!(queue.status(2), OpStatus::Evicted);
+    assert_eq!(
+        queue.status(2),
+        OpStatus::Evicted {
+            committed: Some(true)
+        }
+    );
     assert_eq!(queue.status(3), committed(1, 3));
     assert_eq!(
         queue.status(4),
@@ -358,7 +371,12 @@ fn zero_outcome_capacity_evicts_at_once() {
     .unwrap();
     queue.submit(user(1), 0).unwrap();
     queue.flush(&conn, &CountingMeter::new(0)).unwrap();
-    assert_eq!(queue.status(1), OpStatus::Evicted);
+    assert_eq!(
+        queue.status(1),
+        OpStatus::Evicted {
+            committed: Some(true)
+        }
+    );
 }
 
 #[test]
@@ -396,6 +414,7 @@ fn stats_are_exact() {
             last_flush_ops: 2,
             last_flush_instructions: 2,
             flush_errors: 0,
+            capped_flushes: 0,
             interrupted: 0,
             last_error: None,
         }
@@ -652,7 +671,12 @@ fn from_state_keeps_every_pending_op_and_trims_outcomes() {
     };
     let mut restored = BatchQueue::from_state(smaller, queue.to_state()).unwrap();
     assert_eq!(restored.len(), 6);
-    assert_eq!(restored.status(3), OpStatus::Evicted);
+    assert_eq!(
+        restored.status(3),
+        OpStatus::Evicted {
+            committed: Some(true)
+        }
+    );
     assert_eq!(restored.status(4), committed(1, 4));
     assert_eq!(
         restored.submit(user(10), 0).unwrap_err(),
@@ -1020,4 +1044,347 @@ fn coalescing_sees_every_schema_change_between_and_inside_flushes() {
     assert_eq!(flush(ops, None), 4);
     // The same table name with a conflict clause: no chunk, and the duplicate is ignored.
     assert_eq!(flush(five(), Some(IGNORE_DUPLICATES)), 0);
+}
+
+/// A file database and a second connection that holds a read transaction on it while `hold`
+/// is set: the queue's `COMMIT` then fails with `SQLITE_BUSY`, a failure of no op.
+struct Contended {
+    conn: rusqlite::Connection,
+    reader: rusqlite::Connection,
+    path: std::path::PathBuf,
+}
+
+impl Contended {
+    fn new(name: &str) -> Contended {
+        let path =
+            std::env::temp_dir().join(format!("batch_core_{name}_{}.sqlite", std::process::id()));
+        let _ = std::fs::remove_file(&path);
+        let conn = rusqlite::Connection::open(&path).unwrap();
+        conn.execute_batch(crate::testing::SCHEMA).unwrap();
+        conn.busy_timeout(std::time::Duration::ZERO).unwrap();
+        let reader = rusqlite::Connection::open(&path).unwrap();
+        Contended { conn, reader, path }
+    }
+
+    fn hold(&self) {
+        self.reader
+            .execute_batch("BEGIN; SELECT count(*) FROM users;")
+            .unwrap();
+    }
+
+    fn release(&self) {
+        self.reader.execute_batch("COMMIT").unwrap();
+    }
+}
+
+impl Drop for Contended {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.path);
+    }
+}
+
+/// A `COMMIT` that fails for a reason of no op (here a lock another connection holds; on a
+/// canister a full or read-only database) fails no op, however often and with however many or
+/// few ops queued: the queue waits unchanged and commits everything once it can.
+#[test]
+fn a_commit_failing_for_no_op_fails_no_op_however_long_it_lasts() {
+    let db = Contended::new("commit_busy");
+    for ops in [1usize, 3] {
+        let mut queue = BatchQueue::new(config(10, 10)).unwrap();
+        for i in 0..ops {
+            queue.submit(user(i), 0).unwrap();
+        }
+        let before = queue.to_state();
+        db.hold();
+        for _ in 0..20 {
+            let error = queue.flush(&db.conn, &CountingMeter::new(1)).unwrap_err();
+            match error {
+                FlushError::Commit(e) => assert_eq!(error_code(&e), 5, "{e}"),
+                other => panic!("{other:?}"),
+            }
+            assert_eq!(queue.commit_limit(), None, "no op is suspected");
+        }
+        assert_eq!(queue.to_state().pending, before.pending);
+        let stats = queue.stats();
+        assert_eq!((stats.failed, stats.flush_errors), (0, 20));
+        assert_eq!(
+            stats.last_error.as_deref(),
+            Some("COMMIT failed: database is locked")
+        );
+        db.release();
+        let report = queue.flush(&db.conn, &CountingMeter::new(1)).unwrap();
+        assert_eq!(
+            (report.committed, report.failed, report.remaining),
+            (ops, 0, 0)
+        );
+        db.conn.execute_batch("DELETE FROM users").unwrap();
+    }
+    // The same on main failed the single op with "COMMIT failed: database is locked".
+}
+
+/// Calls of `vary()` so far, and the call that returns a large value.
+static VARY_CALLS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
+/// Registers `vary()`: 10 on every call except the second, which returns 3,000 (an op whose
+/// cost varies: 300 times more virtual-machine operations the second time it runs).
+fn register_vary(conn: &rusqlite::Connection) {
+    use rusqlite::functions::FunctionFlags;
+    VARY_CALLS.store(0, std::sync::atomic::Ordering::SeqCst);
+    conn.create_scalar_function("vary", 0, FunctionFlags::SQLITE_UTF8, |_| {
+        let call = VARY_CALLS.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        Ok(if call == 1 { 3_000i64 } else { 10 })
+    })
+    .unwrap();
+}
+
+/// An op whose cost is `vary()` rows of a recursive CTE (`vary()` is called once per
+/// execution); it inserts one user.
+const VARYING: &str = "INSERT INTO users (username, email) SELECT 'varying', 'v' || count(*) || '@x' \
+    FROM (WITH RECURSIVE n(v) AS MATERIALIZED (SELECT vary()), \
+    c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c, n WHERE x < n.v) SELECT x FROM c)";
+
+/// The re-application after an interrupt keeps the flush's deadline: an op that costs more the
+/// second time cannot push the flush past 3 × the budget. The flush is then rolled back and
+/// leaves every op queued (no op gets an outcome it did not earn), and the next flush runs
+/// fewer ops.
+#[test]
+fn re_application_keeps_the_flush_within_three_budgets() {
+    let conn = open_db();
+    register_vary(&conn);
+    let budget = 50;
+    let mut queue = BatchQueue::new(Config {
+        flush_instruction_budget: budget,
+        coalesce_rows: 0,
+        ..config(100, 100)
+    })
+    .unwrap();
+    for i in 1..=2 {
+        queue.submit(user(i), 0).unwrap();
+    }
+    queue.submit(WriteOp::single(VARYING, vec![]), 0).unwrap();
+    queue.submit(WriteOp::single(HEAVY, vec![]), 0).unwrap();
+    queue.submit(user(5), 0).unwrap();
+    let previous = crate::executor::TEST_PROGRESS_PERIOD_OPS.with(|p| p.replace(10));
+    let meter = || CountingMeter::with_statement_step(0, 1);
+
+    // Flush 1: the heavy op is interrupted at 2 × budget; re-applying the varying op (now
+    // 300 times as long) reaches 3 × budget: rolled back, nothing executed.
+    let m = meter();
+    let report = queue.flush(&conn, &m).unwrap();
+    assert_eq!(
+        report,
+        FlushReport {
+            remaining: 5,
+            more_due: true,
+            instructions: report.instructions,
+            capped: true,
+            ..FlushReport::default()
+        }
+    );
+    // The guard reads the meter every 10 operations: it overshoots by at most one read.
+    assert!(
+        (3 * budget..=3 * budget + 1).contains(&m.peek()),
+        "{}",
+        m.peek()
+    );
+    assert_eq!(count(&conn, "users"), 0);
+    assert_eq!(pending_tickets(&queue), vec![1, 2, 3, 4, 5]);
+    assert_eq!(queue.commit_limit(), Some(1));
+    let stats = queue.stats();
+    assert_eq!(
+        (stats.capped_flushes, stats.failed, stats.flushes),
+        (1, 0, 0)
+    );
+    assert_eq!(
+        stats.last_error.as_deref(),
+        Some(
+            "a flush reached its limit of 150 instructions while re-applying 3 ops after an interrupt and was rolled back; every op stays queued and the next flush runs at most 1"
+        )
+    );
+    // Flush 2: one op commits. Flush 3: the next and the varying op (cheap again) commit, the
+    // heavy op is left behind them. Flush 4: the heavy op fails alone. Flush 5: the last op.
+    let report = queue.flush(&conn, &meter()).unwrap();
+    assert_eq!((report.committed, report.remaining), (1, 4));
+    let report = queue.flush(&conn, &meter()).unwrap();
+    assert_eq!((report.committed, report.remaining), (2, 2));
+    let report = queue.flush(&conn, &meter()).unwrap();
+    assert_eq!((report.interrupted, report.remaining), (1, 1));
+    let report = queue.flush(&conn, &meter()).unwrap();
+    assert_eq!((report.committed, report.remaining), (1, 0));
+    crate::executor::TEST_PROGRESS_PERIOD_OPS.with(|p| p.set(previous));
+    for ticket in [1, 2, 3, 5] {
+        assert!(
+            matches!(
+                queue.status(ticket),
+                OpStatus::Done(OpOutcome::Committed { .. })
+            ),
+            "ticket {ticket}: {:?}",
+            queue.status(ticket)
+        );
+    }
+    assert_eq!(
+        queue.status(4).clone(),
+        failed(
+            rusqlite::ffi::SQLITE_INTERRUPT,
+            "interrupted: the op was still running after 100 instructions, alone at the start of a flush (2 × flush_instruction_budget), and was rolled back"
+        )
+    );
+}
+
+/// A client batch re-applied past its total limit fails the re-applied op that ran long, with
+/// that limit in its error, and commits the rest: the batch never passes 3 × its budget.
+#[test]
+fn a_client_batch_is_bounded_by_three_budgets_too() {
+    let conn = open_db();
+    register_vary(&conn);
+    let budget = crate::Budget::new(CountingMeter::with_statement_step(0, 1), 50);
+    let ops = vec![
+        user(1),
+        WriteOp::single(VARYING, vec![]),
+        WriteOp::single(HEAVY, vec![]),
+    ];
+    let previous = crate::executor::TEST_PROGRESS_PERIOD_OPS.with(|p| p.replace(100));
+    let outcomes = crate::execute_batch_within(&conn, &ops, &budget).unwrap();
+    crate::executor::TEST_PROGRESS_PERIOD_OPS.with(|p| p.set(previous));
+    // The heavy op is interrupted at 100. The re-application then runs until 150: the varying
+    // op (300 times as long now) is interrupted there; the next re-application has no time
+    // left, and the user's insert is interrupted at its first meter read (SQLite counts a
+    // statement's operations over all its runs). Nothing starts after the budget, so the heavy
+    // op, whose outcome came from a state that is gone, is not executed again.
+    let interrupted = OpOutcome::Failed {
+        code: rusqlite::ffi::SQLITE_INTERRUPT,
+        error: "interrupted: the batch reached its limit of 150 instructions while this op ran; the op was rolled back (run it alone or in a smaller batch)".into(),
+    };
+    let not_executed = OpOutcome::Failed {
+        code: rusqlite::ffi::SQLITE_INTERRUPT,
+        error: "not executed: the batch's instruction budget (50 instructions) was used up before this op started".into(),
+    };
+    assert_eq!(
+        outcomes,
+        vec![interrupted, not_executed.clone(), not_executed]
+    );
+    assert_eq!(count(&conn, "users"), 0);
+    assert!(budget.meter.peek() <= 152, "{}", budget.meter.peek());
+}
+
+#[test]
+fn outcomes_belong_to_their_submitter() {
+    let conn = open_db();
+    let alice = Owner::of(b"alice");
+    let bob = Owner::of(b"bob");
+    let mut queue = BatchQueue::new(config(10, 10)).unwrap();
+    let a = queue.submit_as(user(1), 0, alice).unwrap().ticket;
+    let b = queue.submit_as(user(1), 0, bob).unwrap().ticket;
+    assert_eq!(queue.status_for(a, alice), OpStatus::Pending);
+    assert_eq!(queue.status_for(a, bob), OpStatus::NotYours);
+    assert_eq!(queue.owner_of(b), Some(bob));
+    queue.flush(&conn, &CountingMeter::new(1)).unwrap();
+    assert_eq!(queue.status_for(a, alice), committed(1, 1));
+    assert_eq!(queue.status_for(a, bob), OpStatus::NotYours);
+    assert_eq!(queue.status_for(a, Owner::NONE), OpStatus::NotYours);
+    assert_eq!(
+        queue.status_for(b, bob),
+        failed(UNIQUE, "UNIQUE constraint failed: users.email")
+    );
+    // The operator's view sees everything; unknown tickets are unknown to all.
+    assert_eq!(queue.status(b), queue.status_for(b, bob));
+    assert_eq!(queue.status_for(3, bob), OpStatus::Unknown);
+    assert_eq!(queue.status_for(0, bob), OpStatus::Unknown);
+    // Removed by an operator: still the submitter's.
+    let c = queue.submit_as(user(3), 0, alice).unwrap().ticket;
+    assert_eq!(queue.fail_first("removed"), Some(c));
+    assert_eq!(queue.status_for(c, bob), OpStatus::NotYours);
+    assert_eq!(
+        queue.status_for(c, alice),
+        failed(rusqlite::ffi::SQLITE_ABORT, "removed")
+    );
+    // Across save and restore.
+    let restored = BatchQueue::restore(&queue.save(Vec::new()).unwrap()).unwrap();
+    for ticket in [a, b, c] {
+        for owner in [alice, bob] {
+            assert_eq!(
+                restored.status_for(ticket, owner),
+                queue.status_for(ticket, owner)
+            );
+        }
+    }
+}
+
+/// A submitter flooding the queue evicts only its own outcomes; an evicted outcome still says
+/// whether its op committed, to its submitter, while the history holds it.
+#[test]
+fn a_flood_does_not_evict_another_submitters_outcome() {
+    let conn = open_db();
+    let victim = Owner::of(b"victim");
+    let flooder = Owner::of(b"flooder");
+    let mut queue = BatchQueue::new(Config {
+        outcome_capacity: 50,
+        history_capacity: 20_000,
+        ..config(1_000, 2_000)
+    })
+    .unwrap();
+    let kept = queue.submit_as(user(0), 0, victim).unwrap().ticket;
+    let fails = queue.submit_as(user(0), 0, flooder).unwrap().ticket;
+    for round in 0..10 {
+        for _ in 0..1_000 {
+            queue
+                .submit_as(
+                    WriteOp::single("UPDATE users SET username = username WHERE 0", vec![]),
+                    0,
+                    flooder,
+                )
+                .map(drop)
+                .unwrap_or_else(|e| panic!("round {round}: {e}"));
+        }
+        queue.flush(&conn, &CountingMeter::new(0)).unwrap();
+    }
+    assert_eq!(queue.status_for(kept, victim), committed(1, 1));
+    assert_eq!(
+        queue.status_for(fails, flooder),
+        OpStatus::Evicted {
+            committed: Some(false)
+        }
+    );
+    assert_eq!(
+        queue.status_for(5_000, flooder),
+        OpStatus::Evicted {
+            committed: Some(true)
+        }
+    );
+    assert_eq!(queue.status_for(5_000, victim), OpStatus::NotYours);
+    let newest = queue.next_ticket() - 1;
+    assert_eq!(queue.status_for(newest, flooder), committed(0, 0));
+    // Older than the history: nobody knows its submitter, so anybody is told that much.
+    queue
+        .reconfigure(Config {
+            history_capacity: 100,
+            ..queue.config().clone()
+        })
+        .unwrap();
+    for owner in [flooder, victim] {
+        assert_eq!(
+            queue.status_for(fails, owner),
+            OpStatus::Evicted { committed: None }
+        );
+    }
+    assert_eq!(queue.status_for(kept, victim), committed(1, 1));
+}
+
+#[test]
+fn tickets_start_where_the_queue_says() {
+    let conn = open_db();
+    assert!(matches!(
+        BatchQueue::with_first_ticket(config(10, 10), 0),
+        Err(ConfigError::InvalidState { .. })
+    ));
+    let mut queue = BatchQueue::with_first_ticket(config(10, 10), 1_000_000).unwrap();
+    assert_eq!(queue.submit(user(1), 0).unwrap().ticket, 1_000_000);
+    assert_eq!(queue.status(999_999), OpStatus::Unknown);
+    assert_eq!(queue.status(1), OpStatus::Unknown);
+    queue.flush(&conn, &CountingMeter::new(1)).unwrap();
+    assert_eq!(queue.status(1_000_000), committed(1, 1));
+    let restored = BatchQueue::restore(&queue.save(Vec::new()).unwrap()).unwrap();
+    assert_eq!(restored.first_ticket(), 1_000_000);
+    assert_eq!(restored.status(999_999), OpStatus::Unknown);
+    assert_eq!(restored.next_ticket(), 1_000_001);
 }

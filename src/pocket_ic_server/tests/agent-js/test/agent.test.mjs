@@ -7,7 +7,7 @@ import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
 import { gzipSync } from 'node:zlib';
-import { HttpAgent, Actor, CertifiedRejectErrorCode, UncertifiedRejectUpdateErrorCode, AgentError, SignIdentity } from '@icp-sdk/core/agent';
+import { HttpAgent, Actor, UncertifiedRejectUpdateErrorCode, AgentError, SignIdentity } from '@icp-sdk/core/agent';
 import { IDL } from '@icp-sdk/core/candid';
 import { Ed25519KeyIdentity } from '@icp-sdk/core/identity';
 import { Secp256k1KeyIdentity } from '@icp-sdk/core/identity/secp256k1';
@@ -116,16 +116,18 @@ test('deploys the canister, calls an update and a query, with certificate verifi
   assert.deepEqual(await actor.counts(), { Ok: { users: 1n, orders: 0n } });
 });
 
-test('a missing method is a certified reject with the replica codes', async () => {
+test('a missing method is refused by the canister\'s ingress filter with the replica codes', async () => {
+  // The canister's canister_inspect_message admits only the update methods of its interface:
+  // the call is refused before any execution (an uncertified reject, nothing in the state tree).
   const agent = await agentWith(Ed25519KeyIdentity.generate());
   const canisterId = await deploy(agent);
   await assert.rejects(
     agent.update(canisterId, { methodName: 'no_such_method', arg: IDL.encode([], []) }),
     (/** @type {any} */ e) => {
-      assert.ok(e.cause.code instanceof CertifiedRejectErrorCode, String(e));
-      assert.equal(e.cause.code.rejectCode, 5);
-      assert.equal(e.cause.code.rejectErrorCode, 'IC0536');
-      assert.match(e.cause.code.rejectMessage, /Canister has no update method 'no_such_method'/);
+      assert.ok(e.cause.code instanceof UncertifiedRejectUpdateErrorCode, String(e));
+      assert.equal(e.cause.code.rejectCode, 4);
+      assert.equal(e.cause.code.rejectErrorCode, 'IC0406');
+      assert.match(e.cause.code.rejectMessage, /rejected the message/);
       return true;
     },
   );
@@ -192,24 +194,29 @@ test('an identical request executes once', async () => {
 });
 
 test('fault hooks: a dropped answer commits, a stopped canister refuses', async () => {
-  const agent = await agentWith(Ed25519KeyIdentity.generate());
+  const controller = Ed25519KeyIdentity.generate();
+  const agent = await agentWith(controller);
   const canisterId = await deploy(agent);
   await hook(replica.url, 'drop_replies', { count: 1 });
+  // The controller again (a stranger's write would be refused by the canister's ingress filter),
+  // through an agent that gives up after 2 s and never retries.
   const slow = await HttpAgent.create({
     host: replica.url,
-    identity: Ed25519KeyIdentity.generate(),
+    identity: controller,
     shouldFetchRootKey: true,
     retryTimes: 0,
     fetch: (/** @type {any} */ input, /** @type {any} */ init) => fetch(input, { ...init, signal: AbortSignal.timeout(2000) }),
   });
   await assert.rejects(
-    slow.call(canisterId, { methodName: 'counts', arg: IDL.encode([], []) }),
+    slow.call(canisterId, { methodName: 'create_user', arg: IDL.encode([IDL.Text, IDL.Text], ['d', 'd@example.com']) }),
   );
+  // The answer was dropped, not the call: the user was created.
+  assert.deepEqual(await bench(agent, canisterId).counts(), { Ok: { users: 1n, orders: 0n } });
   await hook(replica.url, 'stop_canister', { canister_id: canisterId.toText() });
   await assert.rejects(bench(agent, canisterId).create_user('x', 'x@example.com'), (/** @type {any} */ e) => {
     assert.equal(e.cause.code.rejectErrorCode, 'IC0508');
     return true;
   });
   await hook(replica.url, 'start_canister', { canister_id: canisterId.toText() });
-  assert.deepEqual(await bench(agent, canisterId).create_user('y', 'y@example.com'), { Committed: { rows_changed: 1n, last_insert_rowid: 1n } });
+  assert.deepEqual(await bench(agent, canisterId).create_user('y', 'y@example.com'), { Committed: { rows_changed: 1n, last_insert_rowid: 2n } });
 });
