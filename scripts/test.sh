@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Runs every test: checks formatting, installs the tools, lints the CI workflow, builds both canister wasms, then the
+# Runs every test: checks formatting, installs the tools, lints the CI workflow, builds the canister wasms, then the
 # native tests of every crate (including the wasm checks and the canister's integration tests on
 # the offline engine), clippy on the native crates and on the canister, and a warning-free doc
 # build. Everything is built in release once.
@@ -12,14 +12,19 @@ scripts/setup.sh all
 actionlint .github/workflows/*.yml
 scripts/build.sh
 BENCH_SCALE_DIVISOR=100 scripts/build.sh canbench
+# The example canister on ic-rusqlite-batch (its tests run in `cargo test`, with the generic
+# checks on both canisters).
+scripts/build_example.sh
 cargo test --release
 # The JS agent and icp-cli against the server's IC HTTP interface (their own npm package; the
 # server binary and the canister wasm come from the steps above).
 (cd src/pocket_ic_server/tests/agent-js && npm ci && npx tsc --noEmit && node --test)
 cargo clippy --release --all-targets -- -D warnings
 cargo clippy --release --target wasm32-wasip1 -p bench_canister --features canbench-rs -- -D warnings
+cargo clippy --release --target wasm32-wasip1 -p ic-rusqlite-batch -p notes_canister -- -D warnings
 RUSTDOCFLAGS="-D warnings" cargo doc --no-deps --workspace
 RUSTDOCFLAGS="-D warnings" cargo doc --no-deps --target wasm32-wasip1 -p bench_canister --document-private-items
+RUSTDOCFLAGS="-D warnings" cargo doc --no-deps --target wasm32-wasip1 -p ic-rusqlite-batch -p notes_canister
 # The batch client: its feature-gated transports (ic-agent, PocketIC) off-chain, its ic-cdk
 # transport and timer driver built and linted for wasm32; the TypeScript client from its
 # lockfile (type check, then node's test runner: shared packed vectors, simulated faults).

@@ -24,7 +24,9 @@ use bench_api::fixture::{self, Workload};
 use canbench_rs::{BenchResult, bench, bench_fn, bench_scope};
 
 use crate::workload::{INSERT_ORDER, INSERT_USER, to_write_op};
-use crate::{MessageMeter, Origin, db, enqueue, execute_now, flush_now};
+use crate::{Origin, enqueue, execute_now, flush_now};
+use ic_rusqlite_batch::persist::{SavedState, save_to, take_from};
+use ic_rusqlite_batch::{MessageMeter, with_connection, with_queue, with_queue_mut};
 
 /// Divides the row counts of the ic-rusqlite benchmark (set at build time; 1 when unset).
 fn scale_divisor() -> usize {
@@ -45,13 +47,13 @@ fn user_count() -> usize {
 }
 
 fn exec(sql: &str) {
-    db::with(|conn| conn.execute_batch(sql)).unwrap_or_else(|e| panic!("{sql}: {e}"));
+    with_connection(|conn| conn.execute_batch(sql)).unwrap_or_else(|e| panic!("{sql}: {e}"));
 }
 
 /// Inserts users `offset+1 ..= offset+count` in one transaction with a cached statement, as the
 /// ic-rusqlite benchmark does ([`fixture::user`]).
 fn add_users(offset: usize, count: usize) {
-    db::with(|conn| {
+    with_connection(|conn| {
         conn.execute_batch("BEGIN").unwrap();
         {
             let mut stmt = conn.prepare_cached(INSERT_USER).unwrap();
@@ -65,7 +67,7 @@ fn add_users(offset: usize, count: usize) {
 
 /// Inserts orders `offset+1 ..= offset+count` in one transaction with a cached statement.
 fn add_orders(offset: usize, count: usize, users: usize) {
-    db::with(|conn| {
+    with_connection(|conn| {
         conn.execute_batch("BEGIN").unwrap();
         {
             let mut stmt = conn.prepare_cached(INSERT_ORDER).unwrap();
@@ -85,7 +87,7 @@ fn create_indices() {
 
 /// Reads every row of `sql` into strings, as a generic query endpoint would.
 fn query_all(sql: &str) -> usize {
-    db::with(|conn| {
+    with_connection(|conn| {
         let mut stmt = conn.prepare(sql).unwrap();
         let columns = stmt.column_count();
         let mut rows = stmt.query([]).unwrap();
@@ -110,7 +112,7 @@ fn query_all(sql: &str) -> usize {
 }
 
 fn count(table: &str) -> usize {
-    db::with(|conn| {
+    with_connection(|conn| {
         conn.query_row(&format!("SELECT COUNT(*) FROM {table}"), [], |r| {
             r.get::<_, i64>(0)
         })
@@ -233,7 +235,7 @@ fn bench_owner() -> batch_core::Owner {
 
 /// Replaces the canister's queue with one configured by `config`.
 fn reset_queue(config: Config) {
-    crate::QUEUE.with_borrow_mut(|q| *q = BatchQueue::new(config).expect("valid bench config"));
+    with_queue_mut(|q| *q = BatchQueue::new(config).expect("valid bench config"));
 }
 
 /// n submissions through the batched path, then the flush of whatever is left.
@@ -256,7 +258,7 @@ fn batched_ops(ops: Vec<WriteOp>, flush_size: usize) -> BenchResult {
         let _scope = bench_scope("final_flush");
         flush_now(usize::MAX).expect("flush commits");
     });
-    let stats = crate::QUEUE.with_borrow(|q| q.stats());
+    let stats = with_queue(|q| q.stats());
     assert_eq!(
         stats.committed + stats.failed,
         n as u64,
@@ -277,7 +279,7 @@ fn batched(kind: Workload, n: usize) -> BenchResult {
 fn floor_insert(n: usize) -> BenchResult {
     batch_fixture();
     bench_fn(|| {
-        db::with(|conn| {
+        with_connection(|conn| {
             conn.execute_batch("BEGIN").unwrap();
             {
                 let mut stmt = conn.prepare_cached(INSERT_ORDER).unwrap();
@@ -306,7 +308,7 @@ fn breakdown_prepare_cached(n: usize) -> BenchResult {
         .map(|i| to_write_op(&Workload::Insert.op(i)))
         .collect();
     bench_fn(|| {
-        db::with(|conn| {
+        with_connection(|conn| {
             conn.execute_batch("BEGIN").unwrap();
             for op in &ops {
                 let WriteOp::Single(statement) = op else {
@@ -327,7 +329,7 @@ fn breakdown_execute_batch(n: usize) -> BenchResult {
         .map(|i| to_write_op(&Workload::Insert.op(i)))
         .collect();
     bench_fn(|| {
-        let outcomes = db::with(|conn| batch_core::execute_batch(conn, &ops)).unwrap();
+        let outcomes = with_connection(|conn| batch_core::execute_batch(conn, &ops)).unwrap();
         assert!(outcomes.iter().all(|o| o.is_committed()));
     })
 }
@@ -342,7 +344,7 @@ fn breakdown_execute_batch_within(n: usize) -> BenchResult {
     let budget = Budget::new(MessageMeter, u64::MAX / 4);
     bench_fn(|| {
         let outcomes =
-            db::with(|conn| batch_core::execute_batch_within(conn, &ops, &budget)).unwrap();
+            with_connection(|conn| batch_core::execute_batch_within(conn, &ops, &budget)).unwrap();
         assert!(outcomes.iter().all(|o| o.is_committed()));
     })
 }
@@ -427,7 +429,7 @@ fn errors(pct: usize) -> BenchResult {
         })
         .collect();
     let result = batched_ops(ops, ERROR_BENCH_OPS + 1);
-    let stats = crate::QUEUE.with_borrow(|q| q.stats());
+    let stats = with_queue(|q| q.stats());
     assert_eq!(stats.failed as usize, ERROR_BENCH_OPS * pct / 100);
     result
 }
@@ -460,21 +462,30 @@ fn queue_with_pending(n: usize) {
     }
 }
 
+/// The virtual memory the canister saves its state in.
+fn state_memory() -> impl ic_stable_structures::Memory {
+    use ic_stable_structures::memory_manager::MemoryId;
+    ic_rusqlite::MEMORY_MANAGER.with_borrow(|m| m.get(MemoryId::new(crate::SETUP.memory_id)))
+}
+
 /// What `pre_upgrade` does with `n` pending ops: write the queue to stable memory.
 fn upgrade_save(n: usize) -> BenchResult {
     queue_with_pending(n);
     bench_fn(|| {
-        crate::QUEUE
-            .with_borrow(|q| crate::persist::save(crate::persist::CanisterState::default(), q))
+        let mut mem = state_memory();
+        with_queue(|q| save_to(&mut mem, SavedState::default(), q)).expect("saved")
     })
 }
 
 /// What `post_upgrade` does with `n` saved pending ops: read and decode them.
 fn upgrade_restore(n: usize) -> BenchResult {
     queue_with_pending(n);
-    crate::QUEUE.with_borrow(|q| crate::persist::save(crate::persist::CanisterState::default(), q));
+    let mut mem = state_memory();
+    with_queue(|q| save_to(&mut mem, SavedState::default(), q)).expect("saved");
     bench_fn(|| {
-        let restored = crate::persist::take().expect("a saved state");
+        let restored = take_from(&state_memory())
+            .expect("readable")
+            .expect("a saved state");
         assert_eq!(restored.queue.len(), n);
     })
 }

@@ -4,272 +4,128 @@
 //! transaction.
 //!
 //! The interface is documented in `bench_canister.did` and its types live in the `bench_api`
-//! crate; this crate is thin glue over `batch_core`: settings (`settings`), access control
-//! (`access`), the flush timer (`timer`) and the state kept across upgrades (`persist`).
+//! crate; the queue, its timer and watchdog, settings, access control and the state kept across
+//! upgrades are `ic_rusqlite_batch`'s, and `convert` maps its types to `bench_api`'s.
 #![cfg(target_arch = "wasm32")]
 // ^ The canister only builds for wasm32 (ic-rusqlite refuses other targets). Natively the crate is
 // empty, so that `cargo test` at the top level can run its tests/ against the built wasm.
 
-use std::cell::RefCell;
-
-use batch_core::{
-    BatchQueue, Budget, FlushReport, InstructionMeter, OpOutcome, OpStatus, Owner, SqlValue,
-    Statement, SubmitError, WriteOp,
-};
+use batch_core::{SqlValue, Statement, WriteOp};
 use bench_api::{
-    AdminResult, BatchResult, Counts, CountsResult, FlushResult, FlushSummary, InitArgs,
-    MAX_CLIENT_BATCH, MAX_QUERY_ROWS, OpError, Order, OrdersResult, Outcome, Principals, Settings,
-    SqlParam, SqlStatement, Stats, SubmitResult, Ticket, TicketStatus, User, UserOrder,
-    UserOrderOp, UserOrdersResult, UsersResult, WriteError, WriteResult,
+    AdminResult, BatchResult, CONTROLLER_METHODS, Counts, CountsResult, FlushResult, InitArgs,
+    MAX_CLIENT_BATCH, MAX_QUERY_ROWS, MAX_SINGLE_OP_ARG_BYTES, MIN_FLUSH_BUDGET, MIN_PENDING_BYTES,
+    Order, OrdersResult, Outcome, Principals, Settings, SqlParam, SqlStatement, Stats,
+    SubmitResult, Ticket, TicketStatus, User, UserOrder, UserOrderOp, UserOrdersResult,
+    UsersResult, WRITE_METHODS, WriteError, WriteResult,
 };
+use ic_rusqlite_batch::{self as batch, Floors, Interface};
+#[cfg(feature = "canbench-rs")]
+use {batch::Origin, batch_core::Owner};
 
-mod access;
-mod db;
-mod persist;
-mod settings;
-mod timer;
+mod convert;
 mod workload;
 
 #[cfg(feature = "canbench-rs")]
 mod benches;
 
-use settings::CanisterSettings;
+use convert::{init_args, outcome, status, summary, write_error};
 
-thread_local! {
-    static QUEUE: RefCell<BatchQueue> =
-        RefCell::new(BatchQueue::new(batch_core::Config::default()).expect("default config is valid"));
-    static SETTINGS: RefCell<CanisterSettings> = RefCell::new(CanisterSettings::default());
-}
+/// The single-operation methods, whose arguments are small.
+const SINGLE_OP_METHODS: &[&str] = &[
+    "create_user",
+    "create_order",
+    "update_order_amount",
+    "delete_user_orders",
+    "submit_create_user",
+    "submit_create_order",
+    "submit_update_order_amount",
+    "submit_delete_user_orders",
+    "flush",
+];
 
-/// `ic0.performance_counter(0)`: instructions used so far by this message.
-#[derive(Clone, Copy)]
-struct MessageMeter;
-
-impl InstructionMeter for MessageMeter {
-    fn instructions(&self) -> u64 {
-        ic_cdk::api::performance_counter(0)
-    }
-}
-
-fn write_access() -> bench_api::WriteAccess {
-    SETTINGS.with_borrow(|s| s.write_access)
-}
-
-/// Applies `settings` to the canister and its queue. Traps (refusing the install or upgrade,
-/// which leaves the canister as it was) on invalid settings.
-fn apply(settings: Result<CanisterSettings, String>) {
-    let settings = settings.unwrap_or_else(|e| ic_cdk::trap(format!("invalid settings: {e}")));
-    QUEUE
-        .with_borrow_mut(|q| q.reconfigure(settings.config.clone()))
-        .unwrap_or_else(|e| ic_cdk::trap(format!("invalid settings: {e}")));
-    SETTINGS.with_borrow_mut(|s| *s = settings);
-}
+/// The users/orders database and its queue: the state is saved in virtual memory 1; the
+/// statement cache has room for every statement the canister repeats (rusqlite's default of 16
+/// would evict and re-prepare them every flush).
+static SETUP: batch::Setup = batch::Setup {
+    memory_id: 1,
+    pragmas: &bench_api::schema::PRAGMAS,
+    schema: bench_api::schema::SCHEMA,
+    statement_cache_capacity: 64,
+    floors: Floors {
+        min_flush_budget: MIN_FLUSH_BUDGET,
+        min_flush_budget_reason: "an ordinary op of the users/orders workload could be interrupted (the most expensive one, measured, with headroom)",
+        min_pending_bytes: MIN_PENDING_BYTES,
+        min_pending_bytes_reason: "the size of the largest op of the API (a create_user with a username and an email at their limits)",
+    },
+    interface: Interface {
+        write_methods: WRITE_METHODS,
+        controller_methods: CONTROLLER_METHODS,
+        small_arg_methods: SINGLE_OP_METHODS,
+        max_small_arg_bytes: MAX_SINGLE_OP_ARG_BYTES,
+        standard_methods: false,
+    },
+};
 
 #[ic_cdk::init]
 fn init(args: Option<InitArgs>) {
-    db::open();
-    // Tickets start at the install's time in nanoseconds: a reinstall (which wipes the state)
-    // starts past every ticket the previous install issued.
-    let first_ticket = ic_cdk::api::time().max(1);
-    QUEUE.with_borrow_mut(|q| {
-        *q = BatchQueue::with_first_ticket(batch_core::Config::default(), first_ticket)
-            .unwrap_or_else(|e| ic_cdk::trap(format!("creating the queue: {e}")));
-    });
-    apply(CanisterSettings::default().merged(&args.unwrap_or_default()));
-    timer::reset();
+    batch::init(&SETUP, args.map(init_args));
 }
 
-/// Saves the queue, its settings and the writers to stable memory. Does no flush: pending ops
-/// survive the upgrade anyway, and the work here stays linear in the queue's bytes, whatever the
-/// ops are.
 #[ic_cdk::pre_upgrade]
 fn pre_upgrade() {
-    let state = persist::CanisterState {
-        write_access: write_access(),
-        writers: access::writers(),
-        read_only: db::read_only(),
-        sql_tickets: timer::sql_tickets(),
-    };
-    QUEUE.with_borrow(|q| persist::save(state, q));
+    batch::pre_upgrade();
 }
 
-/// Reopens the database, restores the queue and its settings (the argument's fields override
-/// them; absent fields and an absent argument keep them), and re-arms the timer (upgrades
-/// remove timers).
 #[ic_cdk::post_upgrade]
 fn post_upgrade(args: Option<InitArgs>) {
-    db::open();
-    timer::reset();
-    let current = match persist::take() {
-        Some(restored) => {
-            access::set_writers(restored.state.writers);
-            timer::set_sql_tickets(restored.state.sql_tickets);
-            if restored.state.read_only {
-                db::set_read_only(true)
-                    .unwrap_or_else(|e| ic_cdk::trap(format!("restoring read-only mode: {e}")));
-            }
-            let current = CanisterSettings {
-                config: restored.queue.config().clone(),
-                write_access: restored.state.write_access,
-            };
-            QUEUE.with_borrow_mut(|q| *q = restored.queue);
-            current
-        }
-        None => CanisterSettings::default(),
-    };
-    apply(current.merged(&args.unwrap_or_default()));
-    timer::ensure();
+    batch::post_upgrade(&SETUP, args.map(init_args));
 }
 
-/// Refuses, before the canister pays for them, ingress calls the method would refuse (writes by
-/// callers who may not write, controller methods by others, oversized single-op arguments) and
-/// every ingress update call of a method that is not an update method of the interface
-/// (queries called as updates, the canister's internal methods).
 #[ic_cdk::inspect_message]
 fn inspect_message() {
-    let method = ic_cdk::api::msg_method_name();
-    let arg_bytes = ic_cdk::api::msg_arg_data().len();
-    if access::accepts(
-        &method,
-        &ic_cdk::api::msg_caller(),
-        arg_bytes,
-        write_access(),
-    ) {
-        ic_cdk::api::accept_message();
-    }
+    batch::inspect_message();
 }
 
-fn summary(r: FlushReport) -> FlushSummary {
-    FlushSummary {
-        executed: r.executed as u64,
-        committed: r.committed as u64,
-        failed: r.failed as u64,
-        interrupted: r.interrupted as u64,
-        remaining: r.remaining as u64,
-        more_due: r.more_due,
-        instructions: r.instructions,
-    }
+/// Flushes at most `max_ops` queued ops (the benches' flush).
+#[cfg(feature = "canbench-rs")]
+fn flush_now(max_ops: usize) -> Result<bench_api::FlushSummary, WriteError> {
+    batch::flush_at_most(max_ops)
+        .map(summary)
+        .map_err(write_error)
 }
 
-fn outcome(o: OpOutcome) -> Outcome {
-    match o {
-        OpOutcome::Committed {
-            rows_changed,
-            last_insert_rowid,
-        } => Outcome::Committed {
-            rows_changed,
-            last_insert_rowid,
-        },
-        OpOutcome::Failed { code, error } => Outcome::Failed(OpError {
-            code,
-            message: error,
-        }),
-    }
-}
-
-/// Flushes at most `max_ops` queued ops within the instruction budget (see
-/// `batch_core::BatchQueue::flush`), and tells the watchdog what happened.
-fn flush_now(max_ops: usize) -> Result<FlushSummary, WriteError> {
-    let report =
-        QUEUE.with_borrow_mut(|q| db::with(|conn| q.flush_at_most(conn, &MessageMeter, max_ops)));
-    timer::record(&report, ic_cdk::api::time());
-    let report = report.map_err(|e| WriteError::Database(e.to_string()))?;
-    Ok(summary(report))
-}
-
-/// The queue's owner of the caller's ops.
-fn caller_owner() -> Owner {
-    Owner::of(ic_cdk::api::msg_caller().as_slice())
-}
-
-/// Whether `op` may run long enough to make a flush trap: controller SQL may; the typed ops of
-/// the API may not.
-#[derive(Clone, Copy, PartialEq, Eq)]
-enum Origin {
-    Typed,
-    Sql,
-}
-
-/// Queues `op` for `owner` (the caller's [`Owner`]) and, when that fills a batch and the queue
-/// is healthy, flushes the ops before the first pending controller SQL op in this call (never
-/// an op that could make this caller's message trap; see [`timer`]). No timer is armed here
-/// (queries, such as canbench's benches, may not set timers); [`submit`] adds that.
+/// Queues an op without arming the timer (the benches' submit).
+#[cfg(feature = "canbench-rs")]
 fn enqueue(op: WriteOp, origin: Origin, owner: Owner) -> Result<Ticket, WriteError> {
-    let now = ic_cdk::api::time();
-    if QUEUE.with_borrow(BatchQueue::is_empty) {
-        // The watchdog measures stalls from here.
-        timer::progress(now);
-    }
-    let submitted = QUEUE
-        .with_borrow_mut(|q| q.submit_as(op, now, owner))
-        .map_err(|e| match e {
-            SubmitError::QueueFull { capacity } => WriteError::QueueFull {
-                capacity: capacity as u64,
-            },
-            SubmitError::QueueBytesFull {
-                pending_bytes,
-                capacity_bytes,
-                ..
-            } => WriteError::QueueBytesFull {
-                pending_bytes: pending_bytes as u64,
-                capacity_bytes: capacity_bytes as u64,
-            },
-            other => WriteError::Invalid(other.to_string()),
-        })?;
-    if origin == Origin::Sql {
-        timer::sql_queued(submitted.ticket);
-    }
-    // The op is queued from here on: a failed flush must not turn its acknowledgement into an
-    // error. It stays queued and the timer retries.
-    if submitted.flush_due {
-        let limit = timer::caller_flush_limit(now);
-        if limit > 0
-            && let Err(e) = flush_now(limit)
-        {
-            ic_cdk::println!("size-triggered flush failed, queue kept: {e:?}");
-        }
-    }
-    Ok(submitted.ticket)
+    batch::enqueue(op, origin, owner).map_err(write_error)
 }
 
-/// The batched write path of every `submit_*` method: check the caller, [`enqueue`], make sure
-/// a timer will flush what is left, and reply.
-fn submit(op: Result<WriteOp, WriteError>) {
-    // The caller is read once (each System API call costs about 500 instructions).
-    let caller = ic_cdk::api::msg_caller();
-    let submitted = access::require_writer_as(&caller, write_access())
-        .and(op)
-        .and_then(|op| enqueue(op, Origin::Typed, Owner::of(caller.as_slice())));
-    timer::ensure();
-    reply_ticket(submitted);
+/// The batched write path of every `submit_*` method.
+fn submit(op: Result<WriteOp, batch::WriteError>) {
+    reply_ticket(batch::submit(op).map_err(write_error));
 }
 
-/// Runs one op now in its own transaction, interrupted once it has used
-/// `3 × flush_instruction_budget` instructions (30 billion by default): the most a flush may
-/// use, so the same settings bound both paths within the message limit.
+/// Runs one op now in its own transaction (the benches' unbatched write).
+#[cfg(feature = "canbench-rs")]
 fn execute_now(op: &WriteOp) -> Outcome {
-    let limit = SETTINGS.with_borrow(|s| s.config.max_flush_instructions());
-    let budget = Budget::new(MessageMeter, limit);
-    outcome(db::with(|conn| {
-        batch_core::execute_autocommit_within(conn, op, &budget)
-    }))
+    outcome(batch::execute_now(op))
 }
 
 /// An unbatched write of the users/orders workload, by a caller who may write.
 fn write_now(op: UserOrderOp) {
     reply_outcome(
-        access::require_writer(write_access())
-            .and_then(|()| user_order_op(op))
-            .map(|op| execute_now(&op)),
+        batch::write_now(|| user_order_op(op))
+            .map(outcome)
+            .map_err(write_error),
     )
 }
 
-fn user_order_op(op: UserOrderOp) -> Result<WriteOp, WriteError> {
-    op.validate().map_err(WriteError::Invalid)?;
+fn user_order_op(op: UserOrderOp) -> Result<WriteOp, batch::WriteError> {
+    op.validate().map_err(batch::WriteError::Invalid)?;
     Ok(workload::to_write_op(&op))
 }
 
-fn sql_op(statements: Vec<SqlStatement>) -> Result<WriteOp, WriteError> {
+fn sql_op(statements: Vec<SqlStatement>) -> Result<WriteOp, batch::WriteError> {
     let mut statements: Vec<Statement> = statements
         .into_iter()
         .map(|s| {
@@ -288,7 +144,7 @@ fn sql_op(statements: Vec<SqlStatement>) -> Result<WriteOp, WriteError> {
         })
         .collect();
     match statements.len() {
-        0 => Err(WriteError::Invalid("no statement".into())),
+        0 => Err(batch::WriteError::Invalid("no statement".into())),
         1 => Ok(WriteOp::Single(statements.remove(0))),
         _ => Ok(WriteOp::Unit(statements)),
     }
@@ -393,9 +249,9 @@ fn delete_user_orders(user_id: i64) {
 
 #[ic_cdk::update]
 fn execute_sql(statements: Vec<SqlStatement>) -> WriteResult {
-    access::require_controller()
-        .and_then(|()| sql_op(statements))
-        .map(|op| execute_now(&op))
+    batch::execute_sql(sql_op(statements))
+        .map(outcome)
+        .map_err(write_error)
         .into()
 }
 
@@ -426,71 +282,39 @@ fn submit_delete_user_orders(user_id: i64) {
 
 #[ic_cdk::update]
 fn submit_sql(statements: Vec<SqlStatement>) -> SubmitResult {
-    let op = access::require_controller().and_then(|()| sql_op(statements));
-    let submitted = op.and_then(|op| enqueue(op, Origin::Sql, caller_owner()));
-    timer::ensure();
-    submitted.into()
-}
-
-/// Flushes now: everything a flush's budget reaches for a controller; for a writer, what a
-/// submit's size flush may run (nothing while the queue is unhealthy, and not the controller
-/// SQL ops, which the timer runs), so that no op of another caller can make this call trap.
-#[ic_cdk::update]
-fn flush() -> FlushResult {
-    let summary = access::require_writer(write_access()).and_then(|()| {
-        let limit = if access::caller_is_controller() {
-            usize::MAX
-        } else {
-            timer::caller_flush_limit(ic_cdk::api::time())
-        };
-        if limit == 0 {
-            let remaining = QUEUE.with_borrow(BatchQueue::len);
-            return Ok(summary(FlushReport {
-                remaining,
-                more_due: remaining > 0,
-                ..FlushReport::default()
-            }));
-        }
-        flush_now(limit)
-    });
-    timer::ensure();
-    summary.into()
-}
-
-/// Makes the database read-only (`PRAGMA query_only`), or writable again; kept across upgrades.
-/// While read-only, queued ops wait (flushes fail at `BEGIN`, failing no op; `stats.alarm` says
-/// so), unbatched writes and client batches fail with SQLite's error, and queries run.
-#[ic_cdk::update]
-fn set_read_only(read_only: bool) -> AdminResult {
-    access::require_controller()
-        .and_then(|()| db::set_read_only(read_only).map_err(WriteError::Database))
+    batch::submit_sql(sql_op(statements))
+        .map_err(write_error)
         .into()
 }
 
-/// A careful flush of at most `limit` ops, called by the canister itself when its flushes
-/// have stopped making progress (see [`timer`]). Not part of the Candid interface.
-#[ic_cdk::update(hidden = true, name = "__careful_flush")]
-fn careful_flush(limit: u64) -> FlushResult {
-    let summary = timer::careful_flush_now(limit);
-    timer::ensure();
-    summary.into()
+/// Flushes now: everything a flush's budget reaches for a controller; for a writer, what a
+/// submit's size flush may run (see `ic_rusqlite_batch::flush`).
+#[ic_cdk::update]
+fn flush() -> FlushResult {
+    batch::flush().map(summary).map_err(write_error).into()
+}
+
+/// Makes the database read-only (`PRAGMA query_only`), or writable again; kept across upgrades
+/// (see `ic_rusqlite_batch::set_read_only`).
+#[ic_cdk::update]
+fn set_read_only(read_only: bool) -> AdminResult {
+    batch::set_read_only(read_only).map_err(write_error).into()
 }
 
 // ---- client-side batch: many ops in one call, one transaction ----
 
 #[ic_cdk::update]
 fn execute_batch(ops: Vec<UserOrderOp>) -> BatchResult {
-    batch(ops).into()
+    batch(|| Ok(ops)).into()
 }
 
 /// `execute_batch` with the ops and outcomes packed (`bench_api::packed`): replies a blob of
 /// outcomes, or refuses with a reject naming the error.
 #[ic_cdk::update(hidden = true, manual_reply = true, decode_with = "args_blob")]
 fn execute_batch_packed(packed: Vec<u8>) {
-    let outcomes = access::require_writer(write_access()).and_then(|()| {
-        let ops = bench_api::packed::decode_ops(&packed, MAX_CLIENT_BATCH)
-            .map_err(|e| WriteError::Invalid(e.to_string()))?;
-        batch(ops)
+    let outcomes = batch(|| {
+        bench_api::packed::decode_ops(&packed, MAX_CLIENT_BATCH)
+            .map_err(|e| batch::WriteError::Invalid(e.to_string()))
     });
     match outcomes {
         Ok(outcomes) => ic_cdk::api::msg_reply(bench_api::wire::encode_blob(
@@ -500,47 +324,46 @@ fn execute_batch_packed(packed: Vec<u8>) {
     }
 }
 
-fn batch(ops: Vec<UserOrderOp>) -> Result<Vec<Outcome>, WriteError> {
-    access::require_writer(write_access())?;
-    if ops.len() > MAX_CLIENT_BATCH {
-        return Err(WriteError::Invalid(format!(
-            "{} ops in one batch; the limit is {MAX_CLIENT_BATCH}",
-            ops.len()
-        )));
-    }
-    for (i, op) in ops.iter().enumerate() {
-        op.validate()
-            .map_err(|e| WriteError::Invalid(format!("op {i}: {e}")))?;
-    }
-    let ops: Vec<WriteOp> = ops.iter().map(workload::to_write_op).collect();
-    let budget = Budget::new(
-        MessageMeter,
-        SETTINGS.with_borrow(|s| s.config.flush_instruction_budget),
-    );
-    db::with(|conn| batch_core::execute_batch_within(conn, &ops, &budget))
-        .map(|outcomes| outcomes.into_iter().map(outcome).collect())
-        .map_err(|e| WriteError::Database(e.to_string()))
+/// A client batch, by a caller who may write: the ops `ops` decodes, checked, in one
+/// transaction (see `ic_rusqlite_batch::execute_batch`).
+fn batch(
+    ops: impl FnOnce() -> Result<Vec<UserOrderOp>, batch::WriteError>,
+) -> Result<Vec<Outcome>, WriteError> {
+    batch::execute_batch(|| {
+        let ops = ops()?;
+        if ops.len() > MAX_CLIENT_BATCH {
+            return Err(batch::WriteError::Invalid(format!(
+                "{} ops in one batch; the limit is {MAX_CLIENT_BATCH}",
+                ops.len()
+            )));
+        }
+        for (i, op) in ops.iter().enumerate() {
+            op.validate()
+                .map_err(|e| batch::WriteError::Invalid(format!("op {i}: {e}")))?;
+        }
+        Ok(ops.iter().map(workload::to_write_op).collect())
+    })
+    .map(|outcomes| outcomes.into_iter().map(outcome).collect())
+    .map_err(write_error)
 }
 
 // ---- controllers: writers ----
 
 #[ic_cdk::update]
 fn add_writers(principals: Principals) -> AdminResult {
-    access::require_controller()
-        .and_then(|()| access::add_writers(principals))
-        .into()
+    batch::add_writers(principals).map_err(write_error).into()
 }
 
 #[ic_cdk::update]
 fn remove_writers(principals: Principals) -> AdminResult {
-    access::require_controller()
-        .map(|()| access::remove_writers(&principals))
+    batch::remove_writers(&principals)
+        .map_err(write_error)
         .into()
 }
 
 #[ic_cdk::query]
 fn writers() -> Principals {
-    access::writers()
+    batch::writers()
 }
 
 // ---- queries ----
@@ -549,8 +372,7 @@ fn writers() -> Principals {
 /// anyone's); `NotYours` for another caller's.
 #[ic_cdk::query]
 fn ticket_status(ticket: Ticket) -> TicketStatus {
-    let viewer = viewer();
-    QUEUE.with_borrow(|q| status(q, ticket, viewer))
+    status(batch::ticket_status(ticket))
 }
 
 /// The statuses of `count` tickets from `first` on (at most [`MAX_QUERY_ROWS`]), as
@@ -558,68 +380,20 @@ fn ticket_status(ticket: Ticket) -> TicketStatus {
 #[ic_cdk::query]
 fn ticket_statuses(first: Ticket, count: u32) -> Vec<TicketStatus> {
     let count = u64::from(count.min(MAX_QUERY_ROWS));
-    let viewer = viewer();
-    QUEUE.with_borrow(|q| {
-        (first..first.saturating_add(count))
-            .map(|t| status(q, t, viewer))
-            .collect()
-    })
-}
-
-/// Whose statuses the caller sees: `None` for a controller (everyone's), else its own.
-fn viewer() -> Option<Owner> {
-    (!access::caller_is_controller()).then(caller_owner)
-}
-
-fn status(q: &BatchQueue, ticket: Ticket, viewer: Option<Owner>) -> TicketStatus {
-    let status = match viewer {
-        None => q.status(ticket),
-        Some(owner) => q.status_for(ticket, owner),
-    };
-    match status {
-        OpStatus::Pending => TicketStatus::Pending,
-        OpStatus::Done(OpOutcome::Committed {
-            rows_changed,
-            last_insert_rowid,
-        }) => TicketStatus::Committed {
-            rows_changed,
-            last_insert_rowid,
-        },
-        OpStatus::Done(OpOutcome::Failed { code, error }) => TicketStatus::Failed(OpError {
-            code,
-            message: error,
-        }),
-        OpStatus::Evicted { committed } => TicketStatus::Evicted { committed },
-        OpStatus::NotYours => TicketStatus::NotYours,
-        OpStatus::Unknown => TicketStatus::Unknown,
-    }
+    batch::ticket_statuses(first, count)
+        .into_iter()
+        .map(status)
+        .collect()
 }
 
 #[ic_cdk::query]
 fn stats() -> Stats {
-    let (s, pending_bytes) = QUEUE.with_borrow(|q| (q.stats(), q.pending_bytes()));
-    Stats {
-        pending: s.pending,
-        pending_bytes: pending_bytes as u64,
-        submitted: s.submitted,
-        committed: s.committed,
-        failed: s.failed,
-        interrupted: s.interrupted,
-        rejected: s.rejected,
-        flushes: s.flushes,
-        flush_errors: s.flush_errors,
-        capped_flushes: s.capped_flushes,
-        last_flush_ops: s.last_flush_ops,
-        last_flush_instructions: s.last_flush_instructions,
-        last_error: s.last_error,
-        alarm: timer::alarm(ic_cdk::api::time()),
-        timer_armed: timer::armed(),
-    }
+    convert::stats(batch::stats())
 }
 
 #[ic_cdk::query]
 fn settings() -> Settings {
-    SETTINGS.with_borrow(|s| s.to_candid(db::read_only()))
+    convert::settings(batch::settings())
 }
 
 fn query_error(e: impl std::fmt::Display) -> String {
@@ -628,7 +402,7 @@ fn query_error(e: impl std::fmt::Display) -> String {
 
 #[ic_cdk::query]
 fn counts() -> CountsResult {
-    db::with(|conn| {
+    batch::with_connection(|conn| {
         let count = |table: &str| -> Result<u64, String> {
             conn.query_row(&format!("SELECT COUNT(*) FROM {table}"), [], |r| {
                 r.get::<_, i64>(0)
@@ -648,7 +422,7 @@ fn counts() -> CountsResult {
 /// o.created_at DESC`), at most `limit` rows (capped at [`MAX_QUERY_ROWS`]).
 #[ic_cdk::query]
 fn user_orders(max_user_id: i64, limit: u32) -> UserOrdersResult {
-    db::with(|conn| {
+    batch::with_connection(|conn| {
         let mut stmt = conn
             .prepare_cached(
                 "SELECT u.user_id, u.username, o.order_id, o.amount FROM users u \
@@ -675,7 +449,7 @@ fn user_orders(max_user_id: i64, limit: u32) -> UserOrdersResult {
 /// (capped at [`MAX_QUERY_ROWS`]).
 #[ic_cdk::query]
 fn orders(user_id: i64, after_order_id: i64, limit: u32) -> OrdersResult {
-    db::with(|conn| {
+    batch::with_connection(|conn| {
         let mut stmt = conn
             .prepare_cached(
                 "SELECT order_id, user_id, amount FROM orders \
@@ -700,7 +474,7 @@ fn orders(user_id: i64, after_order_id: i64, limit: u32) -> OrdersResult {
 /// '<prefix>%'`), at most `limit` rows (capped at [`MAX_QUERY_ROWS`]).
 #[ic_cdk::query]
 fn users_by_email_prefix(prefix: String, limit: u32) -> UsersResult {
-    db::with(|conn| {
+    batch::with_connection(|conn| {
         let mut stmt = conn
             .prepare_cached(
                 "SELECT user_id, username, email, created_at FROM users \

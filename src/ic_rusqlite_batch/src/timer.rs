@@ -48,11 +48,11 @@ use std::collections::VecDeque;
 use std::time::Duration;
 
 use batch_core::{FlushError, FlushReport, Ticket};
-use bench_api::{FlushResult, FlushSummary, WriteError};
 use ic_cdk::call::{Call, CallFailed};
 use ic_cdk_timers::TimerId;
 
-use crate::{MessageMeter, QUEUE, SETTINGS, db, summary};
+use crate::canister::{MessageMeter, QUEUE, SETTINGS, with_connection};
+use crate::types::{FlushSummary, WriteError};
 
 /// Timer periods without a flush that committed or returned, while ops are pending, after which
 /// the timer flushes carefully (the flushes in between must have trapped).
@@ -124,7 +124,7 @@ pub fn armed() -> bool {
 
 /// Records that the queue made progress (or just became non-empty) at `now_ns`: the alarm of
 /// failing flushes is over (the careful search goes on until its ops have left the queue).
-pub fn progress(now_ns: u64) {
+pub(crate) fn progress(now_ns: u64) {
     WATCH.with_borrow_mut(|w| {
         w.progress_ns = now_ns;
         w.answered_ns = now_ns;
@@ -133,7 +133,7 @@ pub fn progress(now_ns: u64) {
 }
 
 /// Records what a flush returned at `now_ns` (it did not trap).
-pub fn record(result: &Result<FlushReport, FlushError>, now_ns: u64) {
+pub(crate) fn record(result: &Result<FlushReport, FlushError>, now_ns: u64) {
     match result {
         Ok(report) if report.executed > 0 => progress(now_ns),
         Ok(_) => WATCH.with_borrow_mut(|w| w.answered_ns = now_ns),
@@ -155,18 +155,18 @@ fn failed_outside_ops(error: &str, now_ns: u64) {
 }
 
 /// A controller SQL op was queued with `ticket`.
-pub fn sql_queued(ticket: Ticket) {
+pub(crate) fn sql_queued(ticket: Ticket) {
     SQL_TICKETS.with_borrow_mut(|t| t.push_back(ticket));
 }
 
 /// The tickets of the pending controller SQL ops (for the saved state).
-pub fn sql_tickets() -> Vec<Ticket> {
+pub(crate) fn sql_tickets() -> Vec<Ticket> {
     prune_sql_tickets();
     SQL_TICKETS.with_borrow(|t| t.iter().copied().collect())
 }
 
 /// Replaces the pending controller SQL tickets (after an upgrade).
-pub fn set_sql_tickets(tickets: Vec<Ticket>) {
+pub(crate) fn set_sql_tickets(tickets: Vec<Ticket>) {
     SQL_TICKETS.with_borrow_mut(|t| *t = tickets.into());
 }
 
@@ -184,7 +184,7 @@ fn prune_sql_tickets() {
 /// run at `now_ns`: none while the queue is unhealthy (failing flushes, a careful search, or
 /// no flush committed or returned for a period with ops pending), otherwise the ops before the
 /// first pending controller SQL op, which only the timer (or a controller's `flush`) runs.
-pub fn caller_flush_limit(now_ns: u64) -> usize {
+pub(crate) fn caller_flush_limit(now_ns: u64) -> usize {
     let period = SETTINGS.with_borrow(|s| s.timer_period_ns());
     let healthy = WATCH.with_borrow(|w| {
         w.failing.is_none()
@@ -224,7 +224,7 @@ pub fn alarm(now_ns: u64) -> Option<String> {
 
 /// Arms the repeating timer when ops are pending and none is armed; clears it when nothing is
 /// pending. Never resets an armed timer (that would starve flushes under steady load).
-pub fn ensure() {
+pub(crate) fn ensure() {
     let pending = QUEUE.with_borrow(|q| !q.is_empty());
     TIMER.with_borrow_mut(|timer| match (pending, timer.is_some()) {
         (true, false) => {
@@ -273,7 +273,8 @@ async fn run() {
     } else if careful || stalled {
         careful_step(now).await;
     } else {
-        let result = QUEUE.with_borrow_mut(|q| db::with(|conn| q.flush(conn, &MessageMeter)));
+        let result =
+            QUEUE.with_borrow_mut(|q| with_connection(|conn| q.flush(conn, &MessageMeter)));
         record(&result, now);
         if let Err(e) = result {
             ic_cdk::println!("timer flush failed, queue kept: {e}");
@@ -352,7 +353,7 @@ async fn careful_step(now: u64) {
     let answered = ic_cdk::api::time();
     careful.in_flight_since = None;
     match result {
-        Ok(response) => match response.candid::<FlushResult>().map(Result::from) {
+        Ok(response) => match response.candid::<Result<FlushSummary, WriteError>>() {
             Ok(Ok(flushed)) => {
                 let executed = usize::try_from(flushed.executed).unwrap_or(usize::MAX);
                 careful.suspects = careful.suspects.saturating_sub(executed);
@@ -384,23 +385,30 @@ async fn careful_step(now: u64) {
 }
 
 /// The careful flush: at most `limit` ops, in a message of its own. Only the canister itself
-/// may call it.
-pub fn careful_flush_now(limit: u64) -> Result<FlushSummary, WriteError> {
+/// may call it (an update hidden from the Candid interface, exported by this crate).
+#[ic_cdk::update(hidden = true, name = "__careful_flush")]
+fn careful_flush(limit: u64) -> Result<FlushSummary, WriteError> {
+    let summary = careful_flush_now(limit);
+    ensure();
+    summary
+}
+
+fn careful_flush_now(limit: u64) -> Result<FlushSummary, WriteError> {
     if ic_cdk::api::msg_caller() != ic_cdk::api::canister_self() {
         return Err(WriteError::NotAuthorized);
     }
     let limit = usize::try_from(limit).unwrap_or(usize::MAX);
-    let result =
-        QUEUE.with_borrow_mut(|q| db::with(|conn| q.flush_at_most(conn, &MessageMeter, limit)));
+    let result = QUEUE
+        .with_borrow_mut(|q| with_connection(|conn| q.flush_at_most(conn, &MessageMeter, limit)));
     let now = ic_cdk::api::time();
     record(&result, now);
     let report = result.map_err(|e| WriteError::Database(e.to_string()))?;
-    Ok(summary(report))
+    Ok(report.into())
 }
 
 /// Forgets the timers and the watchdog (an upgrade removes timers; `post_upgrade` calls
 /// [`ensure`] afterwards).
-pub fn reset() {
+pub(crate) fn reset() {
     TIMER.with_borrow_mut(|t| *t = None);
     CATCH_UP.set(false);
     WATCH.with_borrow_mut(|w| *w = Watch::default());
