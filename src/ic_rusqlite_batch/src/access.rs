@@ -28,16 +28,16 @@ pub struct Interface {
     pub small_arg_methods: &'static [&'static str],
     /// The largest argument, in bytes, of a [`small_arg_methods`](Self::small_arg_methods) call.
     pub max_small_arg_bytes: usize,
-    /// The canister exports the methods of [`canister_methods!`](crate::canister_methods):
+    /// The canister exports the methods of `canister_methods!`:
     /// `flush` is a write method with a small argument, [`STANDARD_CONTROLLER_METHODS`] are
     /// controller methods.
     pub standard_methods: bool,
 }
 
-/// The controller methods [`canister_methods!`](crate::canister_methods) exports.
+/// The controller methods `canister_methods!` exports.
 pub const STANDARD_CONTROLLER_METHODS: &[&str] =
     &["add_writers", "remove_writers", "set_read_only"];
-/// The write method [`canister_methods!`](crate::canister_methods) exports.
+/// The write method `canister_methods!` exports.
 pub const STANDARD_WRITE_METHOD: &str = "flush";
 
 impl Interface {

@@ -4,7 +4,7 @@
 //!
 //! ic-rusqlite owns virtual memories 101–119 (file system) and 120 (the database) of its
 //! `MemoryManager`; the saved state lives in the memory id the canister chooses
-//! ([`Setup::memory_id`](crate::Setup::memory_id), outside that range). Layout: an 8-byte
+//! (`Setup::memory_id`, outside that range). Layout: an 8-byte
 //! little-endian length (0: nothing saved), then `b"BCS"`, a format version byte, the
 //! canister's part in postcard, and the queue as [`BatchQueue::save`] writes it. Format 1 had
 //! no read-only mode and no SQL tickets: it restores as writable, with every pending op counted
