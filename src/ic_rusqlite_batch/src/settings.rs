@@ -21,6 +21,7 @@ pub const FLUSH_MARGIN: u64 = 8_000_000_000;
 /// The largest `flush_instruction_budget` accepted: three of it (the flush's worst case) plus
 /// [`FLUSH_MARGIN`] fit in [`MESSAGE_LIMIT`].
 pub const MAX_FLUSH_BUDGET: u64 = (MESSAGE_LIMIT - FLUSH_MARGIN) / 3;
+const _: () = assert!(3 * MAX_FLUSH_BUDGET + FLUSH_MARGIN <= MESSAGE_LIMIT);
 
 /// Shortest period of the flush timer: the IC runs timers at most once per round (about a
 /// second), and ic-cdk-timers' repeating timers with a shorter period run more than once in a
@@ -268,7 +269,6 @@ mod tests {
                 .unwrap();
             assert_eq!(ok.config.flush_instruction_budget, budget);
         }
-        assert!(3 * MAX_FLUSH_BUDGET + FLUSH_MARGIN <= MESSAGE_LIMIT);
     }
 
     #[test]

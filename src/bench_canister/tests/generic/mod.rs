@@ -323,7 +323,7 @@ pub fn model_run(target: &Target, seed: u64, steps: usize) {
     let mut model: Vec<(u64, &[u8], Expect)> = Vec::new();
     let mut upgrades = 0;
     for step in 0..steps {
-        let writer: &[u8] = if rng.next() % 2 == 0 {
+        let writer: &[u8] = if rng.next().is_multiple_of(2) {
             WRITER_A
         } else {
             WRITER_B
