@@ -191,6 +191,45 @@ pub enum WriteError {
     NotAuthorized,
     /// The transaction could not begin or commit; nothing of it was applied.
     Database(String),
+    /// A keyed batch's key was created before `now − window − permitted drift`: whether a batch
+    /// with this key ran is no longer answered, and nothing ran now.
+    TooOld {
+        /// The key's `created_at_time`, in nanoseconds since the Unix epoch.
+        created_at_time: u64,
+        /// The canister's time.
+        now: u64,
+        /// The oldest `created_at_time` accepted at `now`.
+        oldest_accepted: u64,
+    },
+    /// A keyed batch's key was created after `now + permitted drift`: the client's clock is
+    /// ahead. Nothing ran.
+    CreatedInFuture {
+        /// The key's `created_at_time`, in nanoseconds since the Unix epoch.
+        created_at_time: u64,
+        /// The canister's time (ICRC-1's `ledger_time`).
+        now: u64,
+        /// The newest `created_at_time` accepted at `now`.
+        newest_accepted: u64,
+    },
+    /// The caller already used this key for a batch of other ops: never answered with another
+    /// batch's outcomes. Nothing ran.
+    DigestMismatch {
+        /// The key's `created_at_time`.
+        created_at_time: u64,
+    },
+    /// The deduplication store is full of keys still within their window: a new key is refused
+    /// rather than one forgotten. Nothing ran and nothing was recorded; send the batch again with
+    /// the same key after expired keys are pruned.
+    StoreFull {
+        /// Keys held.
+        keys_held: u64,
+        /// The most keys held.
+        max_keys: u64,
+        /// Bytes held.
+        bytes_held: u64,
+        /// The most bytes held.
+        max_bytes: u64,
+    },
 }
 
 impl std::fmt::Display for WriteError {
@@ -215,6 +254,35 @@ impl std::fmt::Display for WriteError {
                 "NotAuthorized: only controllers and registered writers may call this method"
             ),
             WriteError::Database(reason) => write!(f, "Database: {reason}"),
+            WriteError::TooOld {
+                created_at_time,
+                now,
+                oldest_accepted,
+            } => write!(
+                f,
+                "TooOld: created_at_time {created_at_time} ns is before the oldest accepted {oldest_accepted} ns (now {now} ns minus the window and the permitted drift)"
+            ),
+            WriteError::CreatedInFuture {
+                created_at_time,
+                now,
+                newest_accepted,
+            } => write!(
+                f,
+                "CreatedInFuture: created_at_time {created_at_time} ns is after the newest accepted {newest_accepted} ns (now {now} ns plus the permitted drift)"
+            ),
+            WriteError::DigestMismatch { created_at_time } => write!(
+                f,
+                "DigestMismatch: created_at_time {created_at_time} ns: this key was already used for a batch of other ops"
+            ),
+            WriteError::StoreFull {
+                keys_held,
+                max_keys,
+                bytes_held,
+                max_bytes,
+            } => write!(
+                f,
+                "StoreFull: keys {keys_held} of {max_keys}, bytes {bytes_held} of {max_bytes}; send the batch again with the same key after expired keys are pruned"
+            ),
         }
     }
 }
@@ -241,6 +309,38 @@ impl WriteError {
             "Invalid" => WriteError::Invalid(rest.to_owned()),
             "NotAuthorized" => WriteError::NotAuthorized,
             "Database" => WriteError::Database(rest.to_owned()),
+            "TooOld" | "CreatedInFuture" => {
+                // "created_at_time C ns is before|after the ... accepted A ns (now N ns ..."
+                let words: Vec<&str> = rest.split(' ').collect();
+                let number = |i: usize| words.get(i)?.trim_start_matches('(').parse().ok();
+                let (created_at_time, accepted, now) = (number(1)?, number(8)?, number(11)?);
+                if variant == "TooOld" {
+                    WriteError::TooOld {
+                        created_at_time,
+                        now,
+                        oldest_accepted: accepted,
+                    }
+                } else {
+                    WriteError::CreatedInFuture {
+                        created_at_time,
+                        now,
+                        newest_accepted: accepted,
+                    }
+                }
+            }
+            "DigestMismatch" => WriteError::DigestMismatch {
+                created_at_time: rest.split(' ').nth(1)?.parse().ok()?,
+            },
+            "StoreFull" => {
+                let words: Vec<&str> = rest.split(' ').collect();
+                let number = |i: usize| words.get(i)?.trim_end_matches([',', ';']).parse().ok();
+                WriteError::StoreFull {
+                    keys_held: number(1)?,
+                    max_keys: number(3)?,
+                    bytes_held: number(5)?,
+                    max_bytes: number(7)?,
+                }
+            }
             _ => return None,
         })
     }
@@ -310,6 +410,18 @@ pub struct Stats {
     pub alarm: Option<String>,
     /// A timer will flush what is queued (true whenever ops are pending).
     pub timer_armed: bool,
+    /// Keyed client batches that ran and were recorded.
+    pub keyed_batches: u64,
+    /// Repeated keys answered with their recorded outcomes (nothing ran).
+    pub duplicates_answered: u64,
+    /// Keyed batches refused by the window rules, a reused key or a full store.
+    pub keys_refused: u64,
+    /// Keys held now (recorded and not yet pruned).
+    pub keys_held: u64,
+    /// Bytes of keys held now (caller, id, digest, outcomes, overhead).
+    pub key_bytes_held: u64,
+    /// Expired keys pruned.
+    pub keys_pruned: u64,
 }
 
 /// Row counts.
@@ -479,8 +591,6 @@ named_results! {
     SubmitResult(Ticket, WriteError);
     /// The result of `flush`.
     FlushResult(FlushSummary, WriteError);
-    /// The result of `execute_batch`: one outcome per op, in order.
-    BatchResult(Vec<Outcome>, WriteError);
     /// The result of a controller's settings call (`add_writers`, `remove_writers`,
     /// `set_read_only`).
     AdminResult((), WriteError);
@@ -492,6 +602,60 @@ named_results! {
     OrdersResult(Vec<Order>, String);
     /// The result of `users_by_email_prefix`.
     UsersResult(Vec<User>, String);
+}
+
+/// The result of `execute_batch`: one outcome per op, in order.
+#[derive(CandidType, Deserialize, Clone, Debug, PartialEq)]
+pub enum BatchResult {
+    /// The batch ran now: one outcome per op, in order.
+    Ok(Vec<Outcome>),
+    /// The batch was refused whole; nothing of it ran.
+    Err(WriteError),
+    /// The batch's key was already recorded for this caller with the same ops: nothing ran
+    /// now, and these are the outcomes recorded when it first ran. Only keyed calls get it.
+    Duplicate(Vec<Outcome>),
+}
+
+impl BatchResult {
+    /// The outcomes, whether the batch ran now or is a duplicate; the error if refused.
+    pub fn outcomes(self) -> Result<Vec<Outcome>, WriteError> {
+        match self {
+            BatchResult::Ok(outcomes) | BatchResult::Duplicate(outcomes) => Ok(outcomes),
+            BatchResult::Err(error) => Err(error),
+        }
+    }
+}
+
+impl From<Result<Vec<Outcome>, WriteError>> for BatchResult {
+    fn from(result: Result<Vec<Outcome>, WriteError>) -> Self {
+        match result {
+            Ok(outcomes) => BatchResult::Ok(outcomes),
+            Err(error) => BatchResult::Err(error),
+        }
+    }
+}
+
+/// An unkeyed `execute_batch`'s result as a `Result` (a [`BatchResult::Duplicate`], which only
+/// keyed calls get, converts to its outcomes, as [`BatchResult::outcomes`] does).
+impl From<BatchResult> for Result<Vec<Outcome>, WriteError> {
+    fn from(result: BatchResult) -> Self {
+        result.outcomes()
+    }
+}
+
+/// The key of an exactly-once client batch (`execute_batch`'s optional second argument; the
+/// packed form carries the same fields). Scoped to the caller: the canister records the key
+/// with the batch's outcomes in the batch's transaction, and answers a repeated key with those
+/// outcomes without running anything. The window rules are ICRC-1's transaction
+/// deduplication: a key is accepted from `now − 24 h − 60 s` to `now + 60 s`.
+#[derive(CandidType, Deserialize, Clone, Debug, PartialEq, Eq)]
+pub struct BatchKey {
+    /// Nanoseconds since the Unix epoch when the client created the batch.
+    pub created_at_time: u64,
+    /// 16 bytes chosen by the client so that its keys differ (any other length is refused as
+    /// `Invalid`).
+    #[serde(with = "serde_bytes")]
+    pub id: Vec<u8>,
 }
 
 /// The methods that write (or spend the canister's cycles on writing): callable by controllers

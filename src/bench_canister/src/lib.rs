@@ -25,6 +25,7 @@ use bench_api::{
 
 mod access;
 mod db;
+mod keyed;
 mod persist;
 mod settings;
 mod timer;
@@ -89,6 +90,7 @@ fn pre_upgrade() {
         writers: access::writers(),
         read_only: db::read_only(),
         sql_tickets: timer::sql_tickets(),
+        dedup: keyed::counters(),
     };
     QUEUE.with_borrow(|q| persist::save(state, q));
 }
@@ -104,6 +106,7 @@ fn post_upgrade(args: Option<InitArgs>) {
         Some(restored) => {
             access::set_writers(restored.state.writers);
             timer::set_sql_tickets(restored.state.sql_tickets);
+            keyed::restore(restored.state.dedup);
             if restored.state.read_only {
                 db::set_read_only(true)
                     .unwrap_or_else(|e| ic_cdk::trap(format!("restoring read-only mode: {e}")));
@@ -478,30 +481,69 @@ fn careful_flush(limit: u64) -> FlushResult {
 
 // ---- client-side batch: many ops in one call, one transaction ----
 
+/// A client batch in one transaction. With a key (`opt BatchKey`, absent in calls that predate
+/// it), exactly once per caller and key: a repeat is answered `Duplicate` with the recorded
+/// outcomes (see [`keyed`]).
 #[ic_cdk::update]
-fn execute_batch(ops: Vec<UserOrderOp>) -> BatchResult {
-    batch(ops).into()
+fn execute_batch(ops: Vec<UserOrderOp>, key: Option<bench_api::BatchKey>) -> BatchResult {
+    let result = access::require_writer(write_access()).and_then(|()| match key {
+        None => batch(&ops).map(BatchResult::Ok),
+        Some(key) => keyed::key_of(&key).and_then(|key| {
+            let caller = ic_cdk::api::msg_caller();
+            let digest = keyed::digest_of_ops(&ops);
+            let batch = keyed_batch(caller.as_slice(), &key, &digest, &ops)?;
+            Ok(if batch.duplicate {
+                BatchResult::Duplicate(batch.outcomes)
+            } else {
+                BatchResult::Ok(batch.outcomes)
+            })
+        }),
+    });
+    keyed::ensure_prune_timer();
+    result.unwrap_or_else(BatchResult::Err)
 }
 
-/// `execute_batch` with the ops and outcomes packed (`bench_api::packed`): replies a blob of
-/// outcomes, or refuses with a reject naming the error.
+/// `execute_batch` with the ops and outcomes packed (`bench_api::packed`): an unkeyed request
+/// (version 1) is answered with outcomes (reply version 2), a keyed one (version 2) with the
+/// duplicate flag and outcomes (reply version 3); a refusal is a reject naming the error.
 #[ic_cdk::update(hidden = true, manual_reply = true, decode_with = "args_blob")]
 fn execute_batch_packed(packed: Vec<u8>) {
-    let outcomes = access::require_writer(write_access()).and_then(|()| {
-        let ops = bench_api::packed::decode_ops(&packed, MAX_CLIENT_BATCH)
-            .map_err(|e| WriteError::Invalid(e.to_string()))?;
-        batch(ops)
-    });
-    match outcomes {
-        Ok(outcomes) => ic_cdk::api::msg_reply(bench_api::wire::encode_blob(
-            &bench_api::packed::encode_outcomes(&outcomes),
-        )),
+    let caller = ic_cdk::api::msg_caller();
+    let reply = access::require_writer_as(&caller, write_access())
+        .and_then(|()| packed_batch(caller.as_slice(), &packed));
+    keyed::ensure_prune_timer();
+    match reply {
+        Ok(reply) => ic_cdk::api::msg_reply(bench_api::wire::encode_blob(&reply)),
         Err(e) => ic_cdk::api::msg_reject(e.to_string()),
     }
 }
 
-fn batch(ops: Vec<UserOrderOp>) -> Result<Vec<Outcome>, WriteError> {
-    access::require_writer(write_access())?;
+/// The packed reply to a packed request of `caller`, who may write (see
+/// [`execute_batch_packed`]).
+fn packed_batch(caller: &[u8], packed: &[u8]) -> Result<Vec<u8>, WriteError> {
+    let invalid = |e: bench_api::packed::PackedError| WriteError::Invalid(e.to_string());
+    if packed.first() == Some(&bench_api::packed::KEYED_VERSION) {
+        let (key, body) = bench_api::packed::keyed_ops_body(packed).map_err(invalid)?;
+        let (_, ops) =
+            bench_api::packed::decode_keyed_ops(packed, MAX_CLIENT_BATCH).map_err(invalid)?;
+        let key = batch_core::BatchKey {
+            created_at_time_ns: key.created_at_time_ns,
+            id: key.id,
+        };
+        let digest = batch_core::BatchDigest::of_bytes(body);
+        let batch = keyed_batch(caller, &key, &digest, &ops)?;
+        Ok(bench_api::packed::encode_keyed_outcomes(
+            batch.duplicate,
+            &batch.outcomes,
+        ))
+    } else {
+        let ops = bench_api::packed::decode_ops(packed, MAX_CLIENT_BATCH).map_err(invalid)?;
+        Ok(bench_api::packed::encode_outcomes(&batch(&ops)?))
+    }
+}
+
+/// The client batch's ops as batch_core runs them, after the interface's limits.
+fn client_ops(ops: &[UserOrderOp]) -> Result<Vec<WriteOp>, WriteError> {
     if ops.len() > MAX_CLIENT_BATCH {
         return Err(WriteError::Invalid(format!(
             "{} ops in one batch; the limit is {MAX_CLIENT_BATCH}",
@@ -512,7 +554,12 @@ fn batch(ops: Vec<UserOrderOp>) -> Result<Vec<Outcome>, WriteError> {
         op.validate()
             .map_err(|e| WriteError::Invalid(format!("op {i}: {e}")))?;
     }
-    let ops: Vec<WriteOp> = ops.iter().map(workload::to_write_op).collect();
+    Ok(ops.iter().map(workload::to_write_op).collect())
+}
+
+/// An unkeyed client batch of a caller who may write.
+fn batch(ops: &[UserOrderOp]) -> Result<Vec<Outcome>, WriteError> {
+    let ops = client_ops(ops)?;
     let budget = Budget::new(
         MessageMeter,
         SETTINGS.with_borrow(|s| s.config.flush_instruction_budget),
@@ -520,6 +567,17 @@ fn batch(ops: Vec<UserOrderOp>) -> Result<Vec<Outcome>, WriteError> {
     db::with(|conn| batch_core::execute_batch_within(conn, &ops, &budget))
         .map(|outcomes| outcomes.into_iter().map(outcome).collect())
         .map_err(|e| WriteError::Database(e.to_string()))
+}
+
+/// A keyed client batch of `caller`, who may write (see [`keyed::run`]).
+fn keyed_batch(
+    caller: &[u8],
+    key: &batch_core::BatchKey,
+    digest: &batch_core::BatchDigest,
+    ops: &[UserOrderOp],
+) -> Result<keyed::KeyedOutcomes, WriteError> {
+    let ops = client_ops(ops)?;
+    keyed::run(caller, key, digest, &ops, ic_cdk::api::time())
 }
 
 // ---- controllers: writers ----
@@ -598,6 +656,14 @@ fn status(q: &BatchQueue, ticket: Ticket, viewer: Option<Owner>) -> TicketStatus
 #[ic_cdk::query]
 fn stats() -> Stats {
     let (s, pending_bytes) = QUEUE.with_borrow(|q| (q.stats(), q.pending_bytes()));
+    let [
+        keyed_batches,
+        duplicates_answered,
+        keys_refused,
+        keys_held,
+        key_bytes_held,
+        keys_pruned,
+    ] = keyed::stats();
     Stats {
         pending: s.pending,
         pending_bytes: pending_bytes as u64,
@@ -614,6 +680,12 @@ fn stats() -> Stats {
         last_error: s.last_error,
         alarm: timer::alarm(ic_cdk::api::time()),
         timer_armed: timer::armed(),
+        keyed_batches,
+        duplicates_answered,
+        keys_refused,
+        keys_held,
+        key_bytes_held,
+        keys_pruned,
     }
 }
 

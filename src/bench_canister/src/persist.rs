@@ -8,14 +8,15 @@
 //! canister's part in postcard ([`Saved`]), and the queue as
 //! [`batch_core::BatchQueue::save`] writes it. Format 1 had no read-only mode and no SQL
 //! tickets: it restores as writable, with every pending op counted as controller SQL (so that
-//! no caller's flush runs an op of the previous version that could trap).
+//! no caller's flush runs an op of the previous version that could trap). Format 2 had no
+//! counters of keyed client batches: they restore as zero (the keys are in SQLite either way).
 //!
 //! `pre_upgrade` only writes; it never flushes. Its work is linear in the bytes written, which
 //! the queue's `max_pending_bytes` (and the 1 KiB cap on each kept error text) bound.
 
 use std::io::Write;
 
-use batch_core::BatchQueue;
+use batch_core::{BatchQueue, DedupCounters};
 use bench_api::WriteAccess;
 use candid::Principal;
 use ic_stable_structures::Memory;
@@ -27,13 +28,23 @@ use serde::{Deserialize, Serialize};
 pub const STATE_MEMORY_ID: u8 = 1;
 
 const MAGIC: &[u8; 3] = b"BCS";
-const FORMAT_VERSION: u8 = 2;
+const FORMAT_VERSION: u8 = 3;
 /// Bytes buffered before each stable-memory write (postcard writes field by field).
 const WRITE_BUFFER: usize = 64 * 1024;
 
-/// The canister's part of the saved state, format 2 (the order of the fields is the format).
+/// The canister's part of the saved state, format 3 (the order of the fields is the format).
 #[derive(Serialize, Deserialize)]
 struct Saved {
+    open: bool,
+    writers: Vec<Principal>,
+    read_only: bool,
+    sql_tickets: Vec<u64>,
+    dedup: DedupCounters,
+}
+
+/// The canister's part of format 2: no deduplication counters (they restore as zero).
+#[derive(Deserialize)]
+struct SavedV2 {
     open: bool,
     writers: Vec<Principal>,
     read_only: bool,
@@ -58,6 +69,8 @@ pub struct CanisterState {
     pub read_only: bool,
     /// Tickets of the pending controller SQL ops.
     pub sql_tickets: Vec<u64>,
+    /// The counters of the keyed client batches (the keys themselves are in SQLite).
+    pub dedup: DedupCounters,
 }
 
 /// What [`take`] restores.
@@ -106,6 +119,7 @@ pub fn save(state: CanisterState, queue: &BatchQueue) {
             writers: state.writers,
             read_only: state.read_only,
             sql_tickets: state.sql_tickets,
+            dedup: state.dedup,
         };
         out.write_all(MAGIC)
             .and_then(|()| out.write_all(&[FORMAT_VERSION]))
@@ -161,13 +175,26 @@ fn decode(bytes: &[u8]) -> Result<Restored, String> {
                 read_only: false,
                 // Filled in below with every pending ticket.
                 sql_tickets: Vec::new(),
+                dedup: DedupCounters::default(),
+            };
+            (saved, rest)
+        }
+        2 => {
+            let (v2, rest): (SavedV2, &[u8]) =
+                postcard::take_from_bytes(payload).map_err(decoding)?;
+            let saved = Saved {
+                open: v2.open,
+                writers: v2.writers,
+                read_only: v2.read_only,
+                sql_tickets: v2.sql_tickets,
+                dedup: DedupCounters::default(),
             };
             (saved, rest)
         }
         FORMAT_VERSION => postcard::take_from_bytes(payload).map_err(decoding)?,
         _ => {
             return Err(format!(
-                "saved state format {version} is not supported (this version reads 1 and {FORMAT_VERSION})"
+                "saved state format {version} is not supported (this version reads 1 to {FORMAT_VERSION})"
             ));
         }
     };
@@ -188,6 +215,7 @@ fn decode(bytes: &[u8]) -> Result<Restored, String> {
             writers: saved.writers,
             read_only: saved.read_only,
             sql_tickets,
+            dedup: saved.dedup,
         },
         queue,
     })
