@@ -40,7 +40,6 @@ fn one_call_per_write_forwards_every_write_once() {
 }
 
 #[test]
-#[ignore = "needs the reference canister's keyed execute_batch_packed, not yet in this tree"]
 fn the_batcher_forwards_every_write_once() {
     forwards_every_write_once(Mode::Batched, 51);
 }

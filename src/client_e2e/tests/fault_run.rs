@@ -7,7 +7,6 @@
 use client_e2e::fault_run::{FaultRunConfig, run};
 
 #[test]
-#[ignore = "needs the reference canister's keyed execute_batch_packed, not yet in this tree"]
 fn a_randomized_fault_run_loses_nothing_and_applies_nothing_twice() {
     let ops = std::env::var("FAULT_RUN_OPS")
         .ok()

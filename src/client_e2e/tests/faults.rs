@@ -125,7 +125,6 @@ fn assert_applied_in_order(results: &[OpResult<PackedUserOrders>]) {
 }
 
 #[test]
-#[ignore = "needs the reference canister's keyed execute_batch_packed, not yet in this tree"]
 fn a_reply_lost_after_the_commit_is_answered_from_the_record_on_retry() {
     runtime().block_on(async {
         let s = setup(31).await;
@@ -150,7 +149,6 @@ fn a_reply_lost_after_the_commit_is_answered_from_the_record_on_retry() {
 }
 
 #[test]
-#[ignore = "needs the reference canister's keyed execute_batch_packed, not yet in this tree"]
 fn an_answer_later_than_the_client_waits_is_not_applied_again() {
     runtime().block_on(async {
         let s = setup(32).await;
@@ -189,7 +187,6 @@ impl Transport for UpgradeBeforeRetry {
 }
 
 #[test]
-#[ignore = "needs the reference canister's keyed execute_batch_packed, not yet in this tree"]
 fn an_upgrade_between_send_and_retry_keeps_the_record_of_the_batch() {
     runtime().block_on(async {
         let s = setup(33).await;
@@ -213,7 +210,6 @@ fn an_upgrade_between_send_and_retry_keeps_the_record_of_the_batch() {
 }
 
 #[test]
-#[ignore = "needs the reference canister's keyed execute_batch_packed, not yet in this tree"]
 fn two_concurrent_sends_of_one_key_run_it_once_and_answer_both_alike() {
     runtime().block_on(async {
         let s = setup(34).await;
@@ -263,7 +259,6 @@ fn two_concurrent_sends_of_one_key_run_it_once_and_answer_both_alike() {
 }
 
 #[test]
-#[ignore = "needs the reference canister's keyed execute_batch_packed, not yet in this tree"]
 fn a_key_past_the_window_or_ahead_of_the_canister_runs_nothing_and_says_why() {
     runtime().block_on(async {
         let s = setup(35).await;
@@ -296,7 +291,6 @@ fn a_key_past_the_window_or_ahead_of_the_canister_runs_nothing_and_says_why() {
 }
 
 #[test]
-#[ignore = "needs the reference canister's keyed execute_batch_packed, not yet in this tree"]
 fn a_stopped_canister_is_retried_until_it_runs_again_and_applies_once() {
     runtime().block_on(async {
         let s = setup(36).await;
