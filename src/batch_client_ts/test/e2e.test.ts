@@ -39,7 +39,6 @@ let child: ChildProcess | undefined;
 let url = '';
 
 before(async () => {
-  if (needsKeyed.skip) return;
   for (const [what, path] of [
     ['the server (cargo build --release -p pocket_ic_server)', serverBinary],
     ['the canister (scripts/build.sh)', canisterWasm],
@@ -160,12 +159,10 @@ function assertAppliedInOrder(results: PromiseSettledResult<Outcome>[]): void {
   });
 }
 
-/** The reference canister in this tree does not take keyed batches yet: these tests wait for it. */
-const needsKeyed = { skip: "needs the reference canister's keyed execute_batch_packed, not yet in this tree" };
 
 const config = { maxDelayMs: 60_000, attemptTimeoutMs: 2_000, initialBackoffMs: 50, maxBackoffMs: 500 };
 
-test('a reply lost after the commit is answered from the record on retry', needsKeyed, async () => {
+test('a reply lost after the commit is answered from the record on retry', async () => {
   const s = await setup();
   await hook('drop_replies', { count: 1 });
   const batcher: OrderBatcher = new Batcher(new PackedUserOrders(), new AgentTransport(s.agent, s.canisterId), config);
@@ -175,7 +172,7 @@ test('a reply lost after the commit is answered from the record on retry', needs
   assert.deepEqual([st.batches, st.attempts, st.retries, st.duplicateReplies, st.outcomes], [1, 2, 1, 1, 5]);
 });
 
-test('an answer later than the client waits is not applied again', needsKeyed, async () => {
+test('an answer later than the client waits is not applied again', async () => {
   const s = await setup();
   await hook('delay_replies', { count: 1, ms: 4_000 });
   const batcher: OrderBatcher = new Batcher(new PackedUserOrders(), new AgentTransport(s.agent, s.canisterId), config);
@@ -185,7 +182,7 @@ test('an answer later than the client waits is not applied again', needsKeyed, a
   assert.deepEqual([st.attempts, st.retries, st.duplicateReplies], [2, 1, 1]);
 });
 
-test('two concurrent sends of one key run it once and answer both alike', needsKeyed, async () => {
+test('two concurrent sends of one key run it once and answer both alike', async () => {
   const s = await setup();
   // Both transports get the same request bytes: the batcher's, captured and sent twice at once.
   const twin = new AgentTransport(s.agent, s.canisterId);
@@ -211,7 +208,7 @@ test('two concurrent sends of one key run it once and answer both alike', needsK
   assert.equal(executed.filter((d) => d!.duplicate).length, 1, 'exactly one send ran the batch');
 });
 
-test('a key past the window runs nothing and says why', needsKeyed, async () => {
+test('a key past the window runs nothing and says why', async () => {
   const s = await setup();
   const dayAndMore = BigInt(24 * 3600 + 60 + 60) * 1_000_000_000n;
   const behind: Scheduler = { ...realScheduler, nowNs: () => realScheduler.nowNs() - dayAndMore };
@@ -227,7 +224,7 @@ test('a key past the window runs nothing and says why', needsKeyed, async () => 
   assert.equal(await s.users(), 0n);
 });
 
-test('a stopped canister is retried until it runs again and applies once', needsKeyed, async () => {
+test('a stopped canister is retried until it runs again and applies once', async () => {
   const s = await setup();
   await hook('stop_canister', { canister_id: s.canisterId.toText() });
   const restart = new Promise<void>((done) =>
