@@ -42,9 +42,22 @@ struct Replica {
 
 fn replica() -> &'static Replica {
     static R: OnceLock<Replica> = OnceLock::new();
-    R.get_or_init(|| {
+    R.get_or_init(|| spawn_replica("shared"))
+}
+
+impl Drop for Replica {
+    fn drop(&mut self) {
+        let _ = self._child.kill();
+        let _ = self._child.wait();
+    }
+}
+
+/// A replica server of its own, named `name` within this test process: the fault hooks act on
+/// the whole replica, so a test that sets them must not share it with tests running beside it.
+fn spawn_replica(name: &str) -> Replica {
+    {
         let port_file = std::env::temp_dir().join(format!(
-            "offline_pocket_ic_agent_test_{}.port",
+            "offline_pocket_ic_agent_test_{}_{name}.port",
             std::process::id()
         ));
         let _ = std::fs::remove_file(&port_file);
@@ -76,7 +89,7 @@ fn replica() -> &'static Replica {
             url: format!("http://127.0.0.1:{port}"),
             _child: child,
         }
-    })
+    }
 }
 
 fn runtime() -> tokio::runtime::Runtime {
@@ -594,7 +607,9 @@ fn hook(url: &str, name: &str, json: &str) {
 
 #[test]
 fn fault_hooks_drop_and_delay_answers_and_stop_canisters() {
-    let url = &replica().url;
+    // Its own replica: a hook's count would otherwise be spent by other tests' calls.
+    let own = spawn_replica("faults");
+    let url = &own.url;
     runtime().block_on(async {
         let agent = agent_for(url, ed25519(14)).await;
         let canister = deploy(&agent, None).await;
