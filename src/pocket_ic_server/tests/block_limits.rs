@@ -7,7 +7,6 @@ mod common;
 
 use std::io::{Read, Write};
 use std::net::TcpStream;
-use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use candid::{Decode, Encode, Principal};
@@ -72,50 +71,6 @@ fn a_round_inducts_one_block_of_ingress_and_the_rest_waits_in_order() {
     assert_eq!(counter(&pic, canister), 2_506);
     pic.tick();
     assert_eq!(counter(&pic, canister), 2_507);
-}
-
-/// A replica server for this test process, with the hooks on (its TTL ends it).
-struct Replica {
-    url: String,
-    _child: Child,
-}
-
-fn start_replica(extra: &[&str]) -> Replica {
-    let port_file = std::env::temp_dir().join(format!(
-        "offline_pocket_ic_block_limits_{}_{}.port",
-        std::process::id(),
-        extra.len()
-    ));
-    let _ = std::fs::remove_file(&port_file);
-    let child = Command::new(common::server_binary())
-        .args([
-            "--replica",
-            "--test-hooks",
-            "--mute-canister-output",
-            "--ttl",
-            "60",
-        ])
-        .args(extra)
-        .arg("--port-file")
-        .arg(&port_file)
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("starts the server");
-    let started = Instant::now();
-    let port = loop {
-        if let Ok(text) = std::fs::read_to_string(&port_file)
-            && let Some(line) = text.strip_suffix('\n')
-        {
-            break line.parse::<u16>().expect("a port");
-        }
-        assert!(started.elapsed() < Duration::from_secs(60), "no port file");
-        std::thread::sleep(Duration::from_millis(20));
-    };
-    Replica {
-        url: format!("http://127.0.0.1:{port}"),
-        _child: child,
-    }
 }
 
 /// A POST to the replica; returns the HTTP status and the body.
@@ -222,7 +177,7 @@ fn send_v2(url: &str, agent: &Agent, canister: Principal, n: usize, arg: &[u8]) 
 #[test]
 fn a_replica_with_a_block_interval_runs_one_block_per_interval_whatever_arrives() {
     const INTERVAL_MS: u64 = 200;
-    let replica = start_replica(&["--block-interval-ms", "200"]);
+    let replica = common::spawn_replica("block_limits", &["--block-interval-ms", "200"]);
     let url = replica.url.as_str();
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
