@@ -16,6 +16,13 @@ BENCH_SCALE_DIVISOR=100 scripts/build.sh canbench
 # checks on both canisters).
 scripts/build_example.sh
 cargo test --release
+# The library crates: their runnable examples, and the package as crates.io would get it
+# (`cargo package` builds it from its packaged sources). ic-batch-client is not packaged: it
+# depends on bench_api, which is not publishable (publish = false, and it embeds the canister's
+# .did from outside its directory).
+cargo run --release -p ic-rusqlite-batch-core --example queue
+cargo run --release -p ic-batch-client --example simulated_canister
+cargo package --locked -p ic-rusqlite-batch-types -p ic-rusqlite-batch-core -p ic-rusqlite-batch
 # The JS agent and icp-cli against the server's IC HTTP interface (their own npm package; the
 # server binary and the canister wasm come from the steps above).
 (cd src/pocket_ic_server/tests/agent-js && npm ci && npx tsc --noEmit && node --test)

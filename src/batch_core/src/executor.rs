@@ -407,6 +407,15 @@ pub(crate) struct BatchRun {
 }
 
 impl BatchRun {
+    /// The result of an execution that reached its limit in a restart ([`BatchRun::capped`]),
+    /// after admitting the ops of `run` (at least one).
+    fn capped(run: &BatchRun) -> Self {
+        BatchRun {
+            capped: Some(run.outcomes.len().max(1)),
+            ..BatchRun::default()
+        }
+    }
+
     /// Forgets the outcomes from position `at` on (their ops will be admitted again), with the
     /// interruptions counted among them.
     fn truncate(&mut self, at: usize) {
@@ -492,6 +501,7 @@ pub(crate) fn run_batch_then<'a, M: InstructionMeter>(
     let mut run = BatchRun::default();
     let mut statements = Statements::new(conn);
     let mut coalescer = Coalescer::new(conn, coalesce_rows, cache);
+    coalescer.ran_other(None, true);
     // Ops before this position run alone (after a chunk that failed without saying which op
     // failed, or stopped at an op).
     let mut alone_until = 0;
@@ -500,22 +510,13 @@ pub(crate) fn run_batch_then<'a, M: InstructionMeter>(
     let mut probe: Option<(usize, usize)> = None;
     // Whether the next transaction attempt is a restart (after a lost transaction).
     let mut restarted = false;
-    'attempt: loop {
-        if let Some(guard) = &guard {
-            guard.disarm();
-        }
+    // Each pass is one attempt in its own transaction. Every way out of a pass other than
+    // `break attempt` (`continue 'attempt` after a lost transaction, a capped return, `?`, a
+    // panic) drops the attempt, which rolls its transaction back.
+    let attempt = 'attempt: loop {
         let restart = restarted;
         restarted = true;
-        if !restart {
-            coalescer.ran_other(None, true);
-        } else {
-            // The ROLLBACK that ended the last attempt ran with the guard armed: past its
-            // deadline the progress handler interrupts it too, leaving the transaction open.
-            // Disarmed, it runs to the end.
-            end_transaction(conn);
-            coalescer.rolled_back();
-        }
-        control(conn, BEGIN).map_err(FlushError::Begin)?;
+        let attempt = Attempt::begin(conn, guard.as_ref(), &mut coalescer)?;
         // The limit of this attempt's re-application (a restart's first phase) and of the ops
         // it admits, both counted from the execution's start.
         let (reapply_limit, limit) = budget.map_or((0, 0), |b| (b.flush_limit(), b.op_limit()));
@@ -539,9 +540,12 @@ pub(crate) fn run_batch_then<'a, M: InstructionMeter>(
         while next < committed.len() {
             // As when it was admitted, the queue's first op runs alone.
             let alone = on_interrupt == OnInterrupt::LeavePending && committed[next] == 0;
-            if !alone && let Some(chunk) = coalescer.plan(committed[next..].iter().copied(), &op_at)
+            if !alone
+                && let Some(chunk) = attempt
+                    .coalescer
+                    .plan(committed[next..].iter().copied(), &op_at)
             {
-                let chunk_run = coalescer.run(&chunk, &op_at);
+                let chunk_run = attempt.coalescer.run(&chunk, &op_at);
                 if chunk_run.end == ChunkEnd::Complete {
                     for (&i, outcome) in chunk.positions.iter().zip(chunk_run.outcomes) {
                         run.outcomes[i] = outcome;
@@ -549,12 +553,11 @@ pub(crate) fn run_batch_then<'a, M: InstructionMeter>(
                     next += chunk.positions.len();
                     continue;
                 }
-                end_transaction(conn);
                 let first = chunk.positions[0];
                 if tripped() {
                     if on_interrupt == OnInterrupt::LeavePending {
                         // Re-application happens in restarts only: the limit is reached.
-                        return Ok(cap_reached(conn, guard.as_ref(), &run, &mut coalescer));
+                        return Ok(BatchRun::capped(&run));
                     } else {
                         // The chunk's ops fail as interrupted, up to the first op between them
                         // (a failed one, whose outcome is stale now); from there on, again.
@@ -575,22 +578,24 @@ pub(crate) fn run_batch_then<'a, M: InstructionMeter>(
                     // These ops committed before in the same sequence of states: anything but
                     // the same result is unexpected, so the batch goes on op by op from the
                     // chunk.
-                    coalescer.disable();
+                    attempt.coalescer.disable();
                     run.truncate(first);
                 }
                 continue 'attempt;
             }
             let i = committed[next];
             next += 1;
-            if !coalescer.settle_or_roll_back() {
+            if !attempt.coalescer.settle_or_roll_back() {
                 continue 'attempt;
             }
             let op_run = execute_op(&mut statements, op_at(i), Mode::Batch, guard.as_ref());
-            coalescer.ran_other(Some(op_at(i)), op_run.outcome.is_committed());
+            attempt
+                .coalescer
+                .ran_other(Some(op_at(i)), op_run.outcome.is_committed());
             if op_run.interrupted && on_interrupt == OnInterrupt::LeavePending {
                 // Re-application happens in restarts only: the limit is reached. (Failing the
                 // op would be false: it committed before and was only re-applied.)
-                return Ok(cap_reached(conn, guard.as_ref(), &run, &mut coalescer));
+                return Ok(BatchRun::capped(&run));
             }
             let diverged = !op_run.outcome.is_committed();
             if diverged {
@@ -602,7 +607,6 @@ pub(crate) fn run_batch_then<'a, M: InstructionMeter>(
                 run.outcomes[i] = interrupted(interrupt_error(limit, i, on_interrupt, restart));
             }
             if op_run.transaction_lost {
-                end_transaction(conn);
                 continue 'attempt;
             }
             if diverged {
@@ -626,9 +630,9 @@ pub(crate) fn run_batch_then<'a, M: InstructionMeter>(
             let alone = i < alone_until
                 || probe.is_some_and(|(first, _)| first == i)
                 || (on_interrupt == OnInterrupt::LeavePending && i == 0);
-            if !alone && let Some(chunk) = coalescer.plan(i..len, &op_at) {
+            if !alone && let Some(chunk) = attempt.coalescer.plan(i..len, &op_at) {
                 let rows = chunk.positions.len();
-                let chunk_run = coalescer.run(&chunk, &op_at);
+                let chunk_run = attempt.coalescer.run(&chunk, &op_at);
                 match chunk_run.end {
                     ChunkEnd::Complete => {
                         run.coalesced += rows;
@@ -644,9 +648,8 @@ pub(crate) fn run_batch_then<'a, M: InstructionMeter>(
                     }
                     ChunkEnd::Undone => probe = Some((i, i + rows)),
                     ChunkEnd::Lost | ChunkEnd::Anomaly => {
-                        end_transaction(conn);
                         if chunk_run.end == ChunkEnd::Anomaly {
-                            coalescer.disable();
+                            attempt.coalescer.disable();
                         } else if tripped() {
                             if on_interrupt == OnInterrupt::LeavePending {
                                 // The chunk did not start first: its ops run in the next flush.
@@ -671,13 +674,14 @@ pub(crate) fn run_batch_then<'a, M: InstructionMeter>(
                 }
                 continue;
             }
-            if !coalescer.settle_or_roll_back() {
+            if !attempt.coalescer.settle_or_roll_back() {
                 continue 'attempt;
             }
             let op_run = execute_op(&mut statements, op_at(i), Mode::Batch, guard.as_ref());
-            coalescer.ran_other(Some(op_at(i)), op_run.outcome.is_committed());
+            attempt
+                .coalescer
+                .ran_other(Some(op_at(i)), op_run.outcome.is_committed());
             if op_run.interrupted {
-                end_transaction(conn);
                 if on_interrupt == OnInterrupt::LeavePending && i > 0 {
                     // It did not have the whole budget: it runs first in the next flush.
                     len = i;
@@ -703,51 +707,89 @@ pub(crate) fn run_batch_then<'a, M: InstructionMeter>(
             }
             run.outcomes.push(op_run.outcome);
             if op_run.transaction_lost {
-                end_transaction(conn);
                 continue 'attempt;
             }
         }
         // A counter a stopped chunk left unstored is stored before COMMIT.
-        if !coalescer.settle_or_roll_back() {
+        if !attempt.coalescer.settle_or_roll_back() {
             continue 'attempt;
         }
-        break;
+        break attempt;
+    };
+    // The guard is disarmed from here on: the caller's statements and `COMMIT` run to the end.
+    attempt.disarm();
+    if let Some(before_commit) = before_commit {
+        before_commit(conn, &run.outcomes).map_err(FlushError::BeforeCommit)?;
     }
-    if let Some(guard) = &guard {
-        guard.disarm();
-    }
-    if let Some(before_commit) = before_commit
-        && let Err(error) = before_commit(conn, &run.outcomes)
-    {
-        end_transaction(conn);
-        coalescer.rolled_back();
-        return Err(FlushError::BeforeCommit(error));
-    }
-    if let Err(error) = control(conn, COMMIT) {
-        end_transaction(conn);
-        coalescer.rolled_back();
-        return Err(FlushError::Commit(error));
-    }
+    attempt.commit().map_err(FlushError::Commit)?;
     Ok(run)
 }
 
-/// Ends an execution without effect when its limit is reached in a restart
-/// ([`BatchRun::capped`]).
-fn cap_reached(
-    conn: &Connection,
-    guard: Option<&Guard<'_>>,
-    run: &BatchRun,
-    coalescer: &mut Coalescer<'_, '_>,
-) -> BatchRun {
-    if let Some(guard) = guard {
-        // Disarmed, the ROLLBACK runs to its end.
-        guard.disarm();
+/// One attempt of [`run_batch_then`]: its transaction, open from `BEGIN IMMEDIATE` until
+/// [`Attempt::commit`] consumes it, and rolled back when it is dropped otherwise (as rusqlite's
+/// `Transaction`): after a lost transaction (`continue 'attempt`), when the limit is reached in
+/// a restart, on an error returned with `?`, and when a panic unwinds through the batch. The
+/// coalescer's knowledge of the transaction (rowid bases, an unstored `AUTOINCREMENT` counter,
+/// table checks made inside it) is forgotten with it.
+///
+/// The transaction may already be gone when the attempt is dropped (an error ended it, or the
+/// coalescer rolled it back): the rollback then does nothing. It runs with the instruction
+/// guard disarmed, so that the progress handler cannot interrupt it and leave the transaction
+/// open.
+struct Attempt<'a, 'c, 'k> {
+    conn: &'c Connection,
+    guard: Option<&'a Guard<'c>>,
+    /// The batch's coalescer, reached through the attempt while the transaction is open.
+    coalescer: &'a mut Coalescer<'c, 'k>,
+    /// `COMMIT` succeeded: nothing is left to roll back.
+    committed: bool,
+}
+
+impl<'a, 'c, 'k> Attempt<'a, 'c, 'k> {
+    /// Runs `BEGIN IMMEDIATE` with the guard disarmed (an error is
+    /// [`FlushError::Begin`]: no transaction was opened, and an already open one is left alone).
+    fn begin(
+        conn: &'c Connection,
+        guard: Option<&'a Guard<'c>>,
+        coalescer: &'a mut Coalescer<'c, 'k>,
+    ) -> Result<Self, FlushError> {
+        if let Some(guard) = guard {
+            guard.disarm();
+        }
+        control(conn, BEGIN).map_err(FlushError::Begin)?;
+        Ok(Attempt {
+            conn,
+            guard,
+            coalescer,
+            committed: false,
+        })
     }
-    end_transaction(conn);
-    coalescer.rolled_back();
-    BatchRun {
-        capped: Some(run.outcomes.len().max(1)),
-        ..BatchRun::default()
+
+    /// Lets every statement run to completion from here on.
+    fn disarm(&self) {
+        if let Some(guard) = self.guard {
+            guard.disarm();
+        }
+    }
+
+    /// Runs `COMMIT` (with the guard disarmed). On an error the attempt is dropped, which rolls
+    /// the transaction back: no op took effect.
+    fn commit(mut self) -> rusqlite::Result<()> {
+        self.disarm();
+        control(self.conn, COMMIT)?;
+        self.committed = true;
+        Ok(())
+    }
+}
+
+impl Drop for Attempt<'_, '_, '_> {
+    fn drop(&mut self) {
+        if self.committed {
+            return;
+        }
+        self.disarm();
+        end_transaction(self.conn);
+        self.coalescer.rolled_back();
     }
 }
 

@@ -4,18 +4,19 @@
 //! them against the committed `.did`, so a change to the interface is made once.
 #![warn(missing_docs)]
 
+use batch_types::named_results;
 use candid::{CandidType, Deserialize, Principal};
+
+pub use batch_types::{
+    AdminResult, BatchKey, BatchResult, FlushResult, FlushSummary, InitArgs, OpError, Outcome,
+    Settings, SqlParam, SqlStatement, Stats, SubmitResult, Ticket, TicketStatus, WriteAccess,
+    WriteError, WriteResult,
+};
 
 pub mod fixture;
 pub mod packed;
 pub mod schema;
 pub mod wire;
-
-/// The identifier of a queued write; ask [`TicketStatus`] with it. Issued consecutively from the
-/// time of the install in nanoseconds since the Unix epoch (`ic0.time`), so never reused: not
-/// across upgrades, which keep the counter, and not across reinstalls, which start past every
-/// ticket issued before (a canister issues far fewer than one ticket per nanosecond).
-pub type Ticket = u64;
 
 /// The `.did` file of the canister, as committed.
 pub const CANDID: &str = include_str!("../../bench_canister/bench_canister.did");
@@ -57,260 +58,6 @@ pub const MIN_FLUSH_BUDGET: u64 = 20_000_000;
 /// `max_pending_bytes` the canister accepts, so that an empty queue takes any typed op.
 pub const MIN_PENDING_BYTES: u64 =
     (schema::INSERT_USER.len() + 16 + MAX_USERNAME_BYTES + MAX_EMAIL_BYTES) as u64;
-
-/// Who may call the write methods.
-#[derive(CandidType, Deserialize, Clone, Copy, Debug, PartialEq, Eq, Default)]
-pub enum WriteAccess {
-    /// Controllers, and the writer principals controllers register (`add_writers`).
-    #[default]
-    Restricted,
-    /// Anyone (for public benchmarking): every caller pays with the canister's cycles.
-    Open,
-}
-
-/// Settings given at install or upgrade. Every field is optional: at install an absent field
-/// takes its default, at upgrade it keeps the current value (so does an absent argument).
-#[derive(CandidType, Deserialize, Clone, Debug, Default, PartialEq, Eq)]
-pub struct InitArgs {
-    /// Ops per flush: a submit that fills the queue to this size flushes in the same call
-    /// (default 100).
-    pub flush_size: Option<u64>,
-    /// Longest time an op waits before the timer flushes it, in milliseconds (default 1,000;
-    /// the timer fires at most once per second, about once per round).
-    pub max_delay_ms: Option<u64>,
-    /// Queue capacity in ops: a submit beyond it is answered `QueueFull` (default 10,000).
-    pub max_pending: Option<u64>,
-    /// Queue capacity in bytes of SQL and parameters (default 128 MiB; at least
-    /// [`MIN_PENDING_BYTES`], the largest op of the typed API).
-    pub max_pending_bytes: Option<u64>,
-    /// Instructions one flush may spend before it starts no further op; a running op is
-    /// interrupted at twice this, and a flush ends by three times it (default 10 billion). At
-    /// most 10.6 billion: three times it plus an 8 billion margin must fit the 40 billion
-    /// instructions of a message. At least [`MIN_FLUSH_BUDGET`].
-    pub flush_instruction_budget: Option<u64>,
-    /// Outcomes kept for `ticket_status` (default 10,000; at least `max_pending`, so that a
-    /// flush of a full queue keeps every outcome it records). When full, the oldest outcome of
-    /// the caller keeping the most is evicted: a caller's outcomes make room only for its own.
-    pub outcome_capacity: Option<u64>,
-    /// Most rows per multi-row INSERT when a flush coalesces consecutive single-row INSERTs of
-    /// one shape (default 128; 0 or 1 turns coalescing off).
-    pub coalesce_rows: Option<u64>,
-    /// Who may write (default `Restricted`).
-    pub write_access: Option<WriteAccess>,
-}
-
-/// The settings in effect.
-#[derive(CandidType, Deserialize, Clone, Debug, PartialEq, Eq)]
-pub struct Settings {
-    /// Ops per flush.
-    pub flush_size: u64,
-    /// Longest wait before the timer flushes, in milliseconds.
-    pub max_delay_ms: u64,
-    /// Queue capacity in ops.
-    pub max_pending: u64,
-    /// Queue capacity in bytes.
-    pub max_pending_bytes: u64,
-    /// Instructions per flush before no further op starts.
-    pub flush_instruction_budget: u64,
-    /// Outcomes kept.
-    pub outcome_capacity: u64,
-    /// Most rows per coalesced INSERT (0 or 1: off).
-    pub coalesce_rows: u64,
-    /// Who may write.
-    pub write_access: WriteAccess,
-    /// The database is read-only (`set_read_only`): queued ops wait, unbatched writes fail.
-    pub read_only: bool,
-}
-
-// ---------------------------------------------------------------- outcomes
-
-/// Why an operation failed.
-#[derive(CandidType, Deserialize, Clone, Debug, PartialEq, Eq)]
-pub struct OpError {
-    /// SQLite's extended result code (for example 2067 `SQLITE_CONSTRAINT_UNIQUE`, 787
-    /// `SQLITE_CONSTRAINT_FOREIGNKEY`, 1299 `SQLITE_CONSTRAINT_NOTNULL`, 13 `SQLITE_FULL`); 9
-    /// `SQLITE_INTERRUPT` for an op stopped at its instruction limit or not started.
-    pub code: i32,
-    /// SQLite's error message (at most 1 KiB).
-    pub message: String,
-}
-
-/// The result of one write.
-#[derive(CandidType, Deserialize, Clone, Debug, PartialEq)]
-pub enum Outcome {
-    /// The write committed.
-    Committed {
-        /// Rows it inserted, updated or deleted.
-        rows_changed: u64,
-        /// Rowid of the row it inserted last (0 if none).
-        last_insert_rowid: i64,
-    },
-    /// The write failed and changed nothing.
-    Failed(OpError),
-}
-
-/// What one flush did.
-#[derive(CandidType, Deserialize, Clone, Debug, PartialEq, Eq)]
-pub struct FlushSummary {
-    /// Ops executed (committed + failed).
-    pub executed: u64,
-    /// Ops that committed.
-    pub committed: u64,
-    /// Ops that failed.
-    pub failed: u64,
-    /// Failed ops stopped at their instruction limit (included in `failed`).
-    pub interrupted: u64,
-    /// Ops still queued.
-    pub remaining: u64,
-    /// Ops are left for the timer.
-    pub more_due: bool,
-    /// Instructions the flush used.
-    pub instructions: u64,
-}
-
-/// Why a call was refused. Nothing was queued or executed. The single-op methods refuse with a
-/// reject (code 4, `CANISTER_REJECT`) whose message is this error's text ([`std::fmt::Display`]),
-/// starting with the variant's name.
-#[derive(CandidType, Deserialize, Clone, Debug, PartialEq, Eq)]
-pub enum WriteError {
-    /// The queue holds `capacity` ops; retry after a flush.
-    QueueFull {
-        /// The queue's capacity in ops.
-        capacity: u64,
-    },
-    /// The queue's bytes would exceed its capacity; retry after a flush.
-    QueueBytesFull {
-        /// Bytes queued now.
-        pending_bytes: u64,
-        /// The queue's capacity in bytes.
-        capacity_bytes: u64,
-    },
-    /// An argument breaks a limit of the interface (batch size, text length, an empty unit).
-    Invalid(String),
-    /// The caller may not call this method.
-    NotAuthorized,
-    /// The transaction could not begin or commit; nothing of it was applied.
-    Database(String),
-}
-
-impl std::fmt::Display for WriteError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            WriteError::QueueFull { capacity } => {
-                write!(
-                    f,
-                    "QueueFull: {capacity} ops are queued; retry after a flush"
-                )
-            }
-            WriteError::QueueBytesFull {
-                pending_bytes,
-                capacity_bytes,
-            } => write!(
-                f,
-                "QueueBytesFull: {pending_bytes} of {capacity_bytes} bytes are queued; retry after a flush"
-            ),
-            WriteError::Invalid(reason) => write!(f, "Invalid: {reason}"),
-            WriteError::NotAuthorized => write!(
-                f,
-                "NotAuthorized: only controllers and registered writers may call this method"
-            ),
-            WriteError::Database(reason) => write!(f, "Database: {reason}"),
-        }
-    }
-}
-
-impl WriteError {
-    /// The error a reject message of the single-op methods stands for (the inverse of
-    /// [`std::fmt::Display`] for the variant; the message text is kept for `Invalid` and
-    /// `Database`), if it is one.
-    pub fn from_reject(message: &str) -> Option<WriteError> {
-        let (variant, rest) = message.split_once(": ")?;
-        Some(match variant {
-            "QueueFull" => WriteError::QueueFull {
-                capacity: rest.split(' ').next()?.parse().ok()?,
-            },
-            "QueueBytesFull" => {
-                let mut words = rest.split(' ');
-                let pending_bytes = words.next()?.parse().ok()?;
-                let capacity_bytes = words.nth(1)?.parse().ok()?;
-                WriteError::QueueBytesFull {
-                    pending_bytes,
-                    capacity_bytes,
-                }
-            }
-            "Invalid" => WriteError::Invalid(rest.to_owned()),
-            "NotAuthorized" => WriteError::NotAuthorized,
-            "Database" => WriteError::Database(rest.to_owned()),
-            _ => return None,
-        })
-    }
-}
-
-/// Where a queued write is.
-#[derive(CandidType, Deserialize, Clone, Debug, PartialEq)]
-pub enum TicketStatus {
-    /// Queued, not yet flushed.
-    Pending,
-    /// Flushed and committed.
-    Committed {
-        /// Rows it inserted, updated or deleted.
-        rows_changed: u64,
-        /// Rowid of the row it inserted last (0 if none).
-        last_insert_rowid: i64,
-    },
-    /// Flushed, failed, changed nothing.
-    Failed(OpError),
-    /// Flushed, but the outcome was evicted from the bounded store (the oldest of the caller
-    /// keeping the most go first).
-    Evicted {
-        /// Whether it committed, while the ticket is among the last 1,048,576 flushed; `None`
-        /// for an older one.
-        committed: Option<bool>,
-    },
-    /// Issued to another caller: only the caller that submitted it and controllers may see it.
-    NotYours,
-    /// Never issued by this install.
-    Unknown,
-}
-
-/// Queue counters since install (kept across upgrades).
-#[derive(CandidType, Deserialize, Clone, Debug, PartialEq, Eq)]
-pub struct Stats {
-    /// Ops queued now.
-    pub pending: u64,
-    /// Bytes of SQL and parameters queued now.
-    pub pending_bytes: u64,
-    /// Ops accepted (tickets issued).
-    pub submitted: u64,
-    /// Flushed ops that committed.
-    pub committed: u64,
-    /// Flushed ops that failed.
-    pub failed: u64,
-    /// Failed ops stopped at their instruction limit (included in `failed`).
-    pub interrupted: u64,
-    /// Submits refused (queue full, op too large, empty unit).
-    pub rejected: u64,
-    /// Flushes that executed at least one op.
-    pub flushes: u64,
-    /// Flushes whose transaction could not begin or commit (the queue was kept).
-    pub flush_errors: u64,
-    /// Flushes rolled back at their total instruction limit (3 × the budget) while re-applying
-    /// ops after an interrupt (the queue was kept; the next flush runs fewer ops).
-    pub capped_flushes: u64,
-    /// Ops the last flush executed.
-    pub last_flush_ops: u64,
-    /// Instructions the last flush used.
-    pub last_flush_instructions: u64,
-    /// The last flush error or interrupted op, as text.
-    pub last_error: Option<String>,
-    /// What keeps the queue from draining now, if anything: flushes failing outside any op
-    /// (a read-only or full database; every op stays queued and the timer retries once per
-    /// period), or flushes trapping (careful flushes are looking for the op that makes them
-    /// trap).
-    pub alarm: Option<String>,
-    /// A timer will flush what is queued (true whenever ops are pending).
-    pub timer_armed: bool,
-}
 
 /// Row counts.
 #[derive(CandidType, Deserialize, Clone, Debug, PartialEq, Eq)]
@@ -356,30 +103,6 @@ pub struct User {
     pub email: String,
     /// When it was created (SQLite's `CURRENT_TIMESTAMP`, UTC).
     pub created_at: String,
-}
-
-/// A value bound to a `?N` parameter of controller SQL.
-#[derive(CandidType, Deserialize, Clone, Debug, PartialEq)]
-pub enum SqlParam {
-    /// SQL `NULL`.
-    Null,
-    /// A 64-bit integer.
-    Integer(i64),
-    /// A 64-bit float (NaN is bound as `NULL`).
-    Real(f64),
-    /// UTF-8 text.
-    Text(String),
-    /// Bytes.
-    Blob(#[serde(with = "serde_bytes")] Vec<u8>),
-}
-
-/// One SQL statement with its parameters (controller only).
-#[derive(CandidType, Deserialize, Clone, Debug, PartialEq)]
-pub struct SqlStatement {
-    /// The statement's text (one statement).
-    pub sql: String,
-    /// Its parameters, in order.
-    pub params: Vec<SqlParam>,
 }
 
 /// One write of the users/orders workload, as a client submits it.
@@ -434,56 +157,7 @@ impl UserOrderOp {
     }
 }
 
-// ---------------------------------------------------------------- named results
-
-macro_rules! named_results {
-    ($($(#[$doc:meta])* $name:ident($ok:ty, $err:ty);)*) => {
-        $(
-            $(#[$doc])*
-            #[derive(CandidType, Deserialize, Clone, Debug, PartialEq)]
-            pub enum $name {
-                /// Success.
-                Ok($ok),
-                /// Refused or failed.
-                Err($err),
-            }
-
-            impl From<Result<$ok, $err>> for $name {
-                fn from(result: Result<$ok, $err>) -> Self {
-                    match result {
-                        Ok(value) => $name::Ok(value),
-                        Err(error) => $name::Err(error),
-                    }
-                }
-            }
-
-            impl From<$name> for Result<$ok, $err> {
-                fn from(result: $name) -> Self {
-                    match result {
-                        $name::Ok(value) => Ok(value),
-                        $name::Err(error) => Err(error),
-                    }
-                }
-            }
-        )*
-    };
-}
-
 named_results! {
-    /// The result of `execute_sql` (the single-op methods reply with an [`Outcome`] and refuse
-    /// with a reject).
-    WriteResult(Outcome, WriteError);
-    /// The result of `submit_sql` (the `submit_*` methods reply with a [`Ticket`] and refuse with
-    /// a reject). A submit that filled a batch has flushed it; `stats` and `ticket_status` tell
-    /// what that flush did.
-    SubmitResult(Ticket, WriteError);
-    /// The result of `flush`.
-    FlushResult(FlushSummary, WriteError);
-    /// The result of `execute_batch`: one outcome per op, in order.
-    BatchResult(Vec<Outcome>, WriteError);
-    /// The result of a controller's settings call (`add_writers`, `remove_writers`,
-    /// `set_read_only`).
-    AdminResult((), WriteError);
     /// The result of `counts`.
     CountsResult(Counts, String);
     /// The result of `user_orders`.
@@ -494,7 +168,6 @@ named_results! {
     UsersResult(Vec<User>, String);
 }
 
-/// The methods that write (or spend the canister's cycles on writing): callable by controllers
 /// and writers, or by anyone in [`WriteAccess::Open`].
 pub const WRITE_METHODS: &[&str] = &[
     "create_user",

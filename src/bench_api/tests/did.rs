@@ -44,6 +44,7 @@ fn every_did_type_is_the_rust_type() {
     check::<SubmitResult>("SubmitResult", &mut checked);
     check::<FlushResult>("FlushResult", &mut checked);
     check::<BatchResult>("BatchResult", &mut checked);
+    check::<BatchKey>("BatchKey", &mut checked);
     check::<AdminResult>("AdminResult", &mut checked);
     check::<CountsResult>("CountsResult", &mut checked);
     check::<UserOrdersResult>("UserOrdersResult", &mut checked);

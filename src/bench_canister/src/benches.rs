@@ -645,3 +645,65 @@ fn codec_reply_batch_1000_packed() -> BenchResult {
         std::hint::black_box(bytes);
     })
 }
+
+// ---------------------------------------------------------------- exactly-once client batches
+
+/// The orders of the client-batch benches, on the batch fixture's users.
+fn client_batch_orders() -> Vec<bench_api::UserOrderOp> {
+    batch_fixture();
+    codec_orders()
+}
+
+/// A client batch of 1,000 orders through `execute_batch_packed`'s handler, unkeyed: decode,
+/// validate, run in one transaction, encode the reply.
+#[bench(raw)]
+fn client_batch_packed_1000() -> BenchResult {
+    let arg = bench_api::packed::encode_ops(&client_batch_orders());
+    let caller = ic_cdk::api::msg_caller();
+    bench_fn(|| {
+        let reply = crate::packed_batch(caller.as_slice(), &arg).expect("the batch runs");
+        std::hint::black_box(reply);
+    })
+}
+
+/// The key of the keyed client-batch benches.
+fn bench_key() -> bench_api::packed::BatchKey {
+    bench_api::packed::BatchKey {
+        created_at_time_ns: ic_cdk::api::time(),
+        id: [7; 16],
+    }
+}
+
+/// The same batch keyed (request version 2): the same work plus the digest of the ops, the
+/// key's lookup, and its record (key, digest, outcomes) in the batch's transaction. The
+/// difference to `client_batch_packed_1000` is what exactly-once costs per batch.
+#[bench(raw)]
+fn client_batch_packed_keyed_1000() -> BenchResult {
+    let arg = bench_api::packed::encode_keyed_ops(&bench_key(), &client_batch_orders());
+    let caller = ic_cdk::api::msg_caller();
+    bench_fn(|| {
+        let reply = crate::packed_batch(caller.as_slice(), &arg).expect("the batch runs");
+        assert_eq!(reply[..2], [bench_api::packed::KEYED_REPLY_VERSION, 0]);
+        std::hint::black_box(reply);
+    })
+}
+
+/// A repeat of that keyed batch: the digest, the lookup, and the recorded outcomes decoded
+/// and re-encoded; nothing runs.
+#[bench(raw)]
+fn client_batch_packed_keyed_duplicate_1000() -> BenchResult {
+    let arg = bench_api::packed::encode_keyed_ops(&bench_key(), &client_batch_orders());
+    let caller = ic_cdk::api::msg_caller();
+    crate::packed_batch(caller.as_slice(), &arg).expect("the batch runs");
+    bench_fn(|| {
+        let reply = crate::packed_batch(caller.as_slice(), &arg).expect("answered");
+        assert_eq!(
+            reply[..2],
+            [
+                bench_api::packed::KEYED_REPLY_VERSION,
+                bench_api::packed::FLAG_DUPLICATE
+            ]
+        );
+        std::hint::black_box(reply);
+    })
+}

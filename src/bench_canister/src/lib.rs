@@ -5,7 +5,7 @@
 //!
 //! The interface is documented in `bench_canister.did` and its types live in the `bench_api`
 //! crate; the queue, its timer and watchdog, settings, access control and the state kept across
-//! upgrades are `ic_rusqlite_batch`'s, and `convert` maps its types to `bench_api`'s.
+//! upgrades are `ic_rusqlite_batch`'s (whose Candid types `bench_api` re-exports).
 #![cfg(target_arch = "wasm32")]
 // ^ The canister only builds for wasm32 (ic-rusqlite refuses other targets). Natively the crate is
 // empty, so that `cargo test` at the top level can run its tests/ against the built wasm.
@@ -22,13 +22,12 @@ use ic_rusqlite_batch::{self as batch, Floors, Interface};
 #[cfg(feature = "canbench-rs")]
 use {batch::Origin, batch_core::Owner};
 
-mod convert;
 mod workload;
 
 #[cfg(feature = "canbench-rs")]
 mod benches;
 
-use convert::{init_args, outcome, status, summary, write_error};
+use batch::types::{outcome, status, summary};
 
 /// The single-operation methods, whose arguments are small.
 const SINGLE_OP_METHODS: &[&str] = &[
@@ -68,7 +67,7 @@ static SETUP: batch::Setup = batch::Setup {
 
 #[ic_cdk::init]
 fn init(args: Option<InitArgs>) {
-    batch::init(&SETUP, args.map(init_args));
+    batch::init(&SETUP, args);
 }
 
 #[ic_cdk::pre_upgrade]
@@ -78,7 +77,7 @@ fn pre_upgrade() {
 
 #[ic_cdk::post_upgrade]
 fn post_upgrade(args: Option<InitArgs>) {
-    batch::post_upgrade(&SETUP, args.map(init_args));
+    batch::post_upgrade(&SETUP, args);
 }
 
 #[ic_cdk::inspect_message]
@@ -89,20 +88,18 @@ fn inspect_message() {
 /// Flushes at most `max_ops` queued ops (the benches' flush).
 #[cfg(feature = "canbench-rs")]
 fn flush_now(max_ops: usize) -> Result<bench_api::FlushSummary, WriteError> {
-    batch::flush_at_most(max_ops)
-        .map(summary)
-        .map_err(write_error)
+    batch::flush_at_most(max_ops).map(summary)
 }
 
 /// Queues an op without arming the timer (the benches' submit).
 #[cfg(feature = "canbench-rs")]
 fn enqueue(op: WriteOp, origin: Origin, owner: Owner) -> Result<Ticket, WriteError> {
-    batch::enqueue(op, origin, owner).map_err(write_error)
+    batch::enqueue(op, origin, owner)
 }
 
 /// The batched write path of every `submit_*` method.
-fn submit(op: Result<WriteOp, batch::WriteError>) {
-    reply_ticket(batch::submit(op).map_err(write_error));
+fn submit(op: Result<WriteOp, WriteError>) {
+    reply_ticket(batch::submit(op));
 }
 
 /// Runs one op now in its own transaction (the benches' unbatched write).
@@ -113,19 +110,15 @@ fn execute_now(op: &WriteOp) -> Outcome {
 
 /// An unbatched write of the users/orders workload, by a caller who may write.
 fn write_now(op: UserOrderOp) {
-    reply_outcome(
-        batch::write_now(|| user_order_op(op))
-            .map(outcome)
-            .map_err(write_error),
-    )
+    reply_outcome(batch::write_now(|| user_order_op(op)).map(outcome))
 }
 
-fn user_order_op(op: UserOrderOp) -> Result<WriteOp, batch::WriteError> {
-    op.validate().map_err(batch::WriteError::Invalid)?;
+fn user_order_op(op: UserOrderOp) -> Result<WriteOp, WriteError> {
+    op.validate().map_err(WriteError::Invalid)?;
     Ok(workload::to_write_op(&op))
 }
 
-fn sql_op(statements: Vec<SqlStatement>) -> Result<WriteOp, batch::WriteError> {
+fn sql_op(statements: Vec<SqlStatement>) -> Result<WriteOp, WriteError> {
     let mut statements: Vec<Statement> = statements
         .into_iter()
         .map(|s| {
@@ -144,7 +137,7 @@ fn sql_op(statements: Vec<SqlStatement>) -> Result<WriteOp, batch::WriteError> {
         })
         .collect();
     match statements.len() {
-        0 => Err(batch::WriteError::Invalid("no statement".into())),
+        0 => Err(WriteError::Invalid("no statement".into())),
         1 => Ok(WriteOp::Single(statements.remove(0))),
         _ => Ok(WriteOp::Unit(statements)),
     }
@@ -249,10 +242,7 @@ fn delete_user_orders(user_id: i64) {
 
 #[ic_cdk::update]
 fn execute_sql(statements: Vec<SqlStatement>) -> WriteResult {
-    batch::execute_sql(sql_op(statements))
-        .map(outcome)
-        .map_err(write_error)
-        .into()
+    batch::execute_sql(sql_op(statements)).map(outcome).into()
 }
 
 // ---- batched writes: queued, flushed by size, timer or `flush` ----
@@ -282,83 +272,135 @@ fn submit_delete_user_orders(user_id: i64) {
 
 #[ic_cdk::update]
 fn submit_sql(statements: Vec<SqlStatement>) -> SubmitResult {
-    batch::submit_sql(sql_op(statements))
-        .map_err(write_error)
-        .into()
+    batch::submit_sql(sql_op(statements)).into()
 }
 
 /// Flushes now: everything a flush's budget reaches for a controller; for a writer, what a
 /// submit's size flush may run (see `ic_rusqlite_batch::flush`).
 #[ic_cdk::update]
 fn flush() -> FlushResult {
-    batch::flush().map(summary).map_err(write_error).into()
+    batch::flush().map(summary).into()
 }
 
 /// Makes the database read-only (`PRAGMA query_only`), or writable again; kept across upgrades
 /// (see `ic_rusqlite_batch::set_read_only`).
 #[ic_cdk::update]
 fn set_read_only(read_only: bool) -> AdminResult {
-    batch::set_read_only(read_only).map_err(write_error).into()
+    batch::set_read_only(read_only).into()
 }
 
 // ---- client-side batch: many ops in one call, one transaction ----
 
+/// A client batch in one transaction. With a key (`opt BatchKey`, absent in calls that predate
+/// it), exactly once per caller and key: a repeat is answered `Duplicate` with the recorded
+/// outcomes (see [`keyed`]).
 #[ic_cdk::update]
-fn execute_batch(ops: Vec<UserOrderOp>) -> BatchResult {
-    batch(|| Ok(ops)).into()
+fn execute_batch(ops: Vec<UserOrderOp>, key: Option<bench_api::BatchKey>) -> BatchResult {
+    let Some(key) = key else {
+        return batch(|| Ok(ops)).into();
+    };
+    match batch::execute_batch_keyed(|| {
+        Ok(batch::KeyedBatch {
+            key: batch::keyed::key_of(&key)?,
+            digest: digest_of_ops(&ops),
+            ops: client_ops(ops)?,
+        })
+    }) {
+        Ok(b) if b.duplicate => BatchResult::Duplicate(b.outcomes),
+        Ok(b) => BatchResult::Ok(b.outcomes),
+        Err(e) => BatchResult::Err(e),
+    }
 }
 
-/// `execute_batch` with the ops and outcomes packed (`bench_api::packed`): replies a blob of
-/// outcomes, or refuses with a reject naming the error.
+/// `execute_batch` with the ops and outcomes packed (`bench_api::packed`): an unkeyed request
+/// (version 1) is answered with outcomes (reply version 2), a keyed one (version 2) with the
+/// duplicate flag and outcomes (reply version 3); a refusal is a reject naming the error.
 #[ic_cdk::update(hidden = true, manual_reply = true, decode_with = "args_blob")]
 fn execute_batch_packed(packed: Vec<u8>) {
-    let outcomes = batch(|| {
-        bench_api::packed::decode_ops(&packed, MAX_CLIENT_BATCH)
-            .map_err(|e| batch::WriteError::Invalid(e.to_string()))
-    });
-    match outcomes {
-        Ok(outcomes) => ic_cdk::api::msg_reply(bench_api::wire::encode_blob(
-            &bench_api::packed::encode_outcomes(&outcomes),
-        )),
+    let caller = ic_cdk::api::msg_caller();
+    let reply =
+        batch::require_writer_as(&caller).and_then(|()| packed_batch(caller.as_slice(), &packed));
+    batch::keyed::ensure_prune_timer();
+    match reply {
+        Ok(reply) => ic_cdk::api::msg_reply(bench_api::wire::encode_blob(&reply)),
         Err(e) => ic_cdk::api::msg_reject(e.to_string()),
     }
 }
 
-/// A client batch, by a caller who may write: the ops `ops` decodes, checked, in one
+/// The packed reply to a packed request of `caller`, who may write (see
+/// [`execute_batch_packed`]); arms no timer (the benches call it).
+fn packed_batch(caller: &[u8], packed: &[u8]) -> Result<Vec<u8>, WriteError> {
+    if packed.first() == Some(&bench_api::packed::KEYED_VERSION) {
+        let (key, body) = bench_api::packed::keyed_ops_body(packed).map_err(invalid)?;
+        let (_, ops) =
+            bench_api::packed::decode_keyed_ops(packed, MAX_CLIENT_BATCH).map_err(invalid)?;
+        let request = batch::KeyedBatch {
+            key: batch_core::BatchKey {
+                created_at_time_ns: key.created_at_time_ns,
+                id: key.id,
+            },
+            digest: batch_core::BatchDigest::of_bytes(body),
+            ops: client_ops(ops)?,
+        };
+        let b = batch::keyed::run(caller, &request, ic_cdk::api::time())?;
+        Ok(bench_api::packed::encode_keyed_outcomes(
+            b.duplicate,
+            &b.outcomes,
+        ))
+    } else {
+        let ops = bench_api::packed::decode_ops(packed, MAX_CLIENT_BATCH).map_err(invalid)?;
+        let outcomes = batch::run_batch(&client_ops(ops)?)?;
+        Ok(bench_api::packed::encode_outcomes(
+            &outcomes.into_iter().map(outcome).collect::<Vec<_>>(),
+        ))
+    }
+}
+
+fn invalid(e: bench_api::packed::PackedError) -> WriteError {
+    WriteError::Invalid(e.to_string())
+}
+
+/// The digest of a keyed batch's ops: of their packed form (without its version byte), which
+/// is what a keyed packed request carries after its header, so that the same ops digest alike
+/// through `execute_batch` and `execute_batch_packed`.
+fn digest_of_ops(ops: &[UserOrderOp]) -> batch_core::BatchDigest {
+    batch_core::BatchDigest::of_bytes(&bench_api::packed::encode_ops(ops)[1..])
+}
+
+/// A client batch's ops as batch_core runs them, after the interface's limits.
+fn client_ops(ops: Vec<UserOrderOp>) -> Result<Vec<WriteOp>, WriteError> {
+    if ops.len() > MAX_CLIENT_BATCH {
+        return Err(WriteError::Invalid(format!(
+            "{} ops in one batch; the limit is {MAX_CLIENT_BATCH}",
+            ops.len()
+        )));
+    }
+    for (i, op) in ops.iter().enumerate() {
+        op.validate()
+            .map_err(|e| WriteError::Invalid(format!("op {i}: {e}")))?;
+    }
+    Ok(ops.iter().map(workload::to_write_op).collect())
+}
+
+/// An unkeyed client batch, by a caller who may write: the ops `ops` decodes, checked, in one
 /// transaction (see `ic_rusqlite_batch::execute_batch`).
 fn batch(
-    ops: impl FnOnce() -> Result<Vec<UserOrderOp>, batch::WriteError>,
+    ops: impl FnOnce() -> Result<Vec<UserOrderOp>, WriteError>,
 ) -> Result<Vec<Outcome>, WriteError> {
-    batch::execute_batch(|| {
-        let ops = ops()?;
-        if ops.len() > MAX_CLIENT_BATCH {
-            return Err(batch::WriteError::Invalid(format!(
-                "{} ops in one batch; the limit is {MAX_CLIENT_BATCH}",
-                ops.len()
-            )));
-        }
-        for (i, op) in ops.iter().enumerate() {
-            op.validate()
-                .map_err(|e| batch::WriteError::Invalid(format!("op {i}: {e}")))?;
-        }
-        Ok(ops.iter().map(workload::to_write_op).collect())
-    })
-    .map(|outcomes| outcomes.into_iter().map(outcome).collect())
-    .map_err(write_error)
+    batch::execute_batch(|| client_ops(ops()?))
+        .map(|outcomes| outcomes.into_iter().map(outcome).collect())
 }
 
 // ---- controllers: writers ----
 
 #[ic_cdk::update]
 fn add_writers(principals: Principals) -> AdminResult {
-    batch::add_writers(principals).map_err(write_error).into()
+    batch::add_writers(principals).into()
 }
 
 #[ic_cdk::update]
 fn remove_writers(principals: Principals) -> AdminResult {
-    batch::remove_writers(&principals)
-        .map_err(write_error)
-        .into()
+    batch::remove_writers(&principals).into()
 }
 
 #[ic_cdk::query]
@@ -388,12 +430,12 @@ fn ticket_statuses(first: Ticket, count: u32) -> Vec<TicketStatus> {
 
 #[ic_cdk::query]
 fn stats() -> Stats {
-    convert::stats(batch::stats())
+    batch::stats()
 }
 
 #[ic_cdk::query]
 fn settings() -> Settings {
-    convert::settings(batch::settings())
+    batch::settings()
 }
 
 fn query_error(e: impl std::fmt::Display) -> String {

@@ -223,13 +223,16 @@ pub fn fixture_indexes() -> Vec<SqlStatement> {
 
 /// The install argument of a message-level run of `mode` with `n` ops: the canister's defaults,
 /// except for submit+timer, where the size trigger (flush_size = n + 1) never fires and the
-/// timer flushes all `n` ops in one batch after [`MAX_DELAY_MS`].
+/// timer flushes all `n` ops in one batch after [`MAX_DELAY_MS`]. The canister keeps at least
+/// `max_pending` outcomes (a full queue's flush must not evict what it has just recorded), so
+/// the outcome capacity grows with the queue past its default of 10,000.
 pub fn mode_init_args(mode: Mode, n: usize) -> InitArgs {
     match mode {
         Mode::Unbatched | Mode::ClientBatch | Mode::ClientBatchPacked => InitArgs::default(),
         Mode::SubmitAndTimer => InitArgs {
             flush_size: Some(n as u64 + 1),
             max_pending: Some(n as u64 + 1),
+            outcome_capacity: Some((n as u64 + 1).max(10_000)),
             max_delay_ms: Some(MAX_DELAY_MS),
             ..InitArgs::default()
         },

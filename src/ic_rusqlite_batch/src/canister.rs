@@ -16,6 +16,7 @@ use ic_rusqlite::{ConnectionConfig, rusqlite::Connection};
 use ic_stable_structures::memory_manager::MemoryId;
 
 use crate::access::{Interface, Writers};
+use crate::keyed::{self, KeyedBatch, KeyedOutcomes};
 use crate::persist::{self, SavedState};
 use crate::settings::{CanisterSettings, Floors};
 use crate::timer;
@@ -132,6 +133,7 @@ pub fn pre_upgrade() {
         writers: writers(),
         read_only: read_only(),
         sql_tickets: timer::sql_tickets(),
+        dedup: keyed::counters(),
     };
     let mut mem =
         ic_rusqlite::MEMORY_MANAGER.with_borrow(|m| m.get(MemoryId::new(setup().memory_id)));
@@ -153,6 +155,7 @@ pub fn post_upgrade(setup: &'static Setup, args: Option<InitArgs>) {
         Some(restored) => {
             WRITERS.with_borrow_mut(|w| *w = Writers::from_list(restored.state.writers));
             timer::set_sql_tickets(restored.state.sql_tickets);
+            keyed::restore(restored.state.dedup);
             if restored.state.read_only {
                 set_read_only_unchecked(true)
                     .unwrap_or_else(|e| ic_cdk::trap(format!("restoring read-only mode: {e}")));
@@ -433,19 +436,40 @@ pub fn execute_sql(op: Result<WriteOp, WriteError>) -> Result<OpOutcome, WriteEr
 }
 
 /// A client's batch: checks that the caller may write, then builds the ops, and runs them now
-/// in one transaction within `flush_instruction_budget` (one outcome per op, in order). Fails,
-/// applying nothing, when the transaction cannot begin or commit.
+/// ([`run_batch`]).
 pub fn execute_batch(
     ops: impl FnOnce() -> Result<Vec<WriteOp>, WriteError>,
 ) -> Result<Vec<OpOutcome>, WriteError> {
     require_writer()?;
-    let ops = ops()?;
+    run_batch(&ops()?)
+}
+
+/// Runs `ops` now in one transaction within `flush_instruction_budget` (one outcome per op, in
+/// order). No access check. Fails, applying nothing, when the transaction cannot begin or
+/// commit.
+pub fn run_batch(ops: &[WriteOp]) -> Result<Vec<OpOutcome>, WriteError> {
     let budget = Budget::new(
         MessageMeter,
         SETTINGS.with_borrow(|s| s.config.flush_instruction_budget),
     );
-    with_connection(|conn| batch_core::execute_batch_within(conn, &ops, &budget))
+    with_connection(|conn| batch_core::execute_batch_within(conn, ops, &budget))
         .map_err(|e| WriteError::Database(e.to_string()))
+}
+
+/// An exactly-once client batch: checks that the caller may write, then builds the request
+/// (the key, the canister's digest of the ops as the client sent them, the ops) and runs it
+/// under the caller's key ([`keyed::run`]): a new key runs the ops in one transaction that
+/// also records the key, the digest and the outcomes; a repeated key with the same digest
+/// answers the recorded outcomes and runs nothing. Arms the timer that prunes expired keys.
+/// Refusals (window, reused key, full store) are typed [`WriteError`]s; nothing runs then.
+pub fn execute_batch_keyed(
+    request: impl FnOnce() -> Result<KeyedBatch, WriteError>,
+) -> Result<KeyedOutcomes, WriteError> {
+    let caller = ic_cdk::api::msg_caller();
+    let result = require_writer_as(&caller)
+        .and_then(|()| keyed::run(caller.as_slice(), &request()?, ic_cdk::api::time()));
+    keyed::ensure_prune_timer();
+    result
 }
 
 // ---------------------------------------------------------------- queries
@@ -487,6 +511,14 @@ pub fn ticket_statuses(first: Ticket, count: u64) -> Vec<OpStatus> {
 /// The queue's counters and what the watchdog sees.
 pub fn stats() -> Stats {
     let (s, pending_bytes) = QUEUE.with_borrow(|q| (q.stats(), q.pending_bytes()));
+    let [
+        keyed_batches,
+        duplicates_answered,
+        keys_refused,
+        keys_held,
+        key_bytes_held,
+        keys_pruned,
+    ] = keyed::stats();
     Stats {
         pending: s.pending,
         pending_bytes: pending_bytes as u64,
@@ -503,6 +535,12 @@ pub fn stats() -> Stats {
         last_error: s.last_error,
         alarm: timer::alarm(ic_cdk::api::time()),
         timer_armed: timer::armed(),
+        keyed_batches,
+        duplicates_answered,
+        keys_refused,
+        keys_held,
+        key_bytes_held,
+        keys_pruned,
     }
 }
 

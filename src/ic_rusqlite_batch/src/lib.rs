@@ -9,6 +9,8 @@ pub mod types;
 #[cfg(target_arch = "wasm32")]
 mod canister;
 #[cfg(target_arch = "wasm32")]
+pub mod keyed;
+#[cfg(target_arch = "wasm32")]
 pub mod timer;
 
 #[cfg(target_arch = "wasm32")]
@@ -17,10 +19,13 @@ pub use canister::*;
 pub use access::Interface;
 pub use batch_core;
 pub use batch_core::{OpOutcome, OpStatus, Owner, SqlValue, Statement, WriteOp};
+#[cfg(target_arch = "wasm32")]
+pub use keyed::{KeyedBatch, KeyedOutcomes};
 pub use settings::Floors;
 pub use types::{
-    FlushSummary, InitArgs, OpError, Outcome, Settings, Stats, Ticket, TicketStatus, WriteAccess,
-    WriteError,
+    AdminResult, BatchKey, BatchResult, FlushResult, FlushSummary, InitArgs, OpError, Outcome,
+    Settings, SqlParam, SqlStatement, Stats, SubmitResult, Ticket, TicketStatus, WriteAccess,
+    WriteError, WriteResult,
 };
 
 /// Defines a batched canister's lifecycle hooks and its standard methods, all thin calls into
@@ -59,7 +64,7 @@ macro_rules! canister_methods {
         }
         #[::ic_cdk::update]
         fn flush() -> Result<__BatchFlushSummary, __BatchWriteError> {
-            $crate::flush().map(Into::into)
+            $crate::flush().map($crate::types::summary)
         }
         #[::ic_cdk::update]
         fn add_writers(writers: Vec<::candid::Principal>) -> Result<(), __BatchWriteError> {
@@ -75,14 +80,14 @@ macro_rules! canister_methods {
         }
         #[::ic_cdk::query]
         fn ticket_status(ticket: __BatchTicket) -> __BatchTicketStatus {
-            $crate::ticket_status(ticket).into()
+            $crate::types::status($crate::ticket_status(ticket))
         }
         #[::ic_cdk::query]
         fn ticket_statuses(first: __BatchTicket, count: u32) -> Vec<__BatchTicketStatus> {
             let count = u64::from(count.min(1_000));
             $crate::ticket_statuses(first, count)
                 .into_iter()
-                .map(Into::into)
+                .map($crate::types::status)
                 .collect()
         }
         #[::ic_cdk::query]

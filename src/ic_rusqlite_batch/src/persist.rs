@@ -9,14 +9,15 @@
 //! canister's part in postcard, and the queue as [`BatchQueue::save`] writes it. Format 1 had
 //! no read-only mode and no SQL tickets: it restores as writable, with every pending op counted
 //! as controller SQL (so that no caller's flush runs an op of the previous version that could
-//! trap).
+//! trap). Format 2 had no counters of keyed client batches: they restore as zero (the keys
+//! themselves are in SQLite either way).
 //!
 //! Saving only writes; it never flushes. Its work is linear in the bytes written, which the
 //! queue's `max_pending_bytes` (and the 1 KiB cap on each kept error text) bound.
 
 use std::io::Write;
 
-use batch_core::BatchQueue;
+use batch_core::{BatchQueue, DedupCounters};
 use candid::Principal;
 use ic_stable_structures::Memory;
 use ic_stable_structures::writer::{BufferedWriter, Writer};
@@ -26,13 +27,23 @@ use crate::types::WriteAccess;
 
 const MAGIC: &[u8; 3] = b"BCS";
 /// The format [`save_to`] writes.
-pub const FORMAT_VERSION: u8 = 2;
+pub const FORMAT_VERSION: u8 = 3;
 /// Bytes buffered before each stable-memory write (postcard writes field by field).
 const WRITE_BUFFER: usize = 64 * 1024;
 
-/// The canister's part of the saved state, format 2 (the order of the fields is the format).
+/// The canister's part of the saved state, format 3 (the order of the fields is the format).
 #[derive(Serialize, Deserialize)]
 struct Saved {
+    open: bool,
+    writers: Vec<Principal>,
+    read_only: bool,
+    sql_tickets: Vec<u64>,
+    dedup: DedupCounters,
+}
+
+/// The canister's part of format 2: no deduplication counters (they restore as zero).
+#[derive(Deserialize)]
+struct SavedV2 {
     open: bool,
     writers: Vec<Principal>,
     read_only: bool,
@@ -57,6 +68,8 @@ pub struct SavedState {
     pub read_only: bool,
     /// Tickets of the pending controller SQL ops.
     pub sql_tickets: Vec<u64>,
+    /// The counters of the keyed client batches (the keys themselves are in SQLite).
+    pub dedup: DedupCounters,
 }
 
 /// What [`take_from`] restores.
@@ -110,6 +123,7 @@ pub fn save_to<M: Memory>(
             writers: state.writers,
             read_only: state.read_only,
             sql_tickets: state.sql_tickets,
+            dedup: state.dedup,
         };
         out.write_all(MAGIC)
             .and_then(|()| out.write_all(&[FORMAT_VERSION]))
@@ -165,13 +179,26 @@ fn decode(bytes: &[u8]) -> Result<Restored, String> {
                 read_only: false,
                 // Filled in below with every pending ticket.
                 sql_tickets: Vec::new(),
+                dedup: DedupCounters::default(),
+            };
+            (saved, rest)
+        }
+        2 => {
+            let (v2, rest): (SavedV2, &[u8]) =
+                postcard::take_from_bytes(payload).map_err(decoding)?;
+            let saved = Saved {
+                open: v2.open,
+                writers: v2.writers,
+                read_only: v2.read_only,
+                sql_tickets: v2.sql_tickets,
+                dedup: DedupCounters::default(),
             };
             (saved, rest)
         }
         FORMAT_VERSION => postcard::take_from_bytes(payload).map_err(decoding)?,
         _ => {
             return Err(format!(
-                "saved state format {version} is not supported (this version reads 1 and {FORMAT_VERSION})"
+                "saved state format {version} is not supported (this version reads 1 to {FORMAT_VERSION})"
             ));
         }
     };
@@ -192,6 +219,7 @@ fn decode(bytes: &[u8]) -> Result<Restored, String> {
             writers: saved.writers,
             read_only: saved.read_only,
             sql_tickets,
+            dedup: saved.dedup,
         },
         queue,
     })
@@ -231,6 +259,15 @@ mod tests {
             writers: vec![Principal::from_slice(&[1, 2, 3])],
             read_only: true,
             sql_tickets: vec![1_001],
+            dedup: DedupCounters {
+                executed: 7,
+                duplicates_answered: 3,
+                too_old: 1,
+                created_in_future: 2,
+                digest_mismatches: 4,
+                store_full: 5,
+                pruned: 6,
+            },
         };
         let queue = queue_with(3);
         save_to(&mut mem, state.clone(), &queue).unwrap();
@@ -258,7 +295,7 @@ mod tests {
         let e = take_from(&mem).err().expect("refused").0;
         assert_eq!(
             e,
-            "saved state format 9 is not supported (this version reads 1 and 2)"
+            "saved state format 9 is not supported (this version reads 1 to 3)"
         );
         // Not our header at all.
         mem.write(8, b"XYZ");
@@ -292,5 +329,42 @@ mod tests {
         assert_eq!(restored.state.sql_tickets, vec![1_000, 1_001]);
         assert_eq!(restored.state.write_access, WriteAccess::Open);
         assert!(!restored.state.read_only);
+        assert_eq!(restored.state.dedup, DedupCounters::default());
+    }
+
+    #[test]
+    fn format_two_restores_with_zero_dedup_counters() {
+        let queue = queue_with(1);
+        let mut bytes = MAGIC.to_vec();
+        bytes.push(2);
+        #[derive(Serialize)]
+        struct V2 {
+            open: bool,
+            writers: Vec<Principal>,
+            read_only: bool,
+            sql_tickets: Vec<u64>,
+        }
+        bytes.extend(
+            postcard::to_allocvec(&V2 {
+                open: false,
+                writers: vec![Principal::from_slice(&[9])],
+                read_only: true,
+                sql_tickets: vec![1_000],
+            })
+            .unwrap(),
+        );
+        bytes = queue.save(bytes).unwrap();
+        let restored = decode(&bytes).unwrap();
+        assert_eq!(
+            restored.state,
+            SavedState {
+                write_access: WriteAccess::Restricted,
+                writers: vec![Principal::from_slice(&[9])],
+                read_only: true,
+                sql_tickets: vec![1_000],
+                dedup: DedupCounters::default(),
+            }
+        );
+        assert_eq!(restored.queue.len(), 1);
     }
 }

@@ -282,6 +282,10 @@ async fn run() {
     }
     let searching = WATCH.with_borrow(|w| w.careful.is_some_and(|c| c.in_flight_since.is_none()));
     let backlog = QUEUE.with_borrow(|q| q.len() >= q.config().flush_size);
+    // Expired keys of client batches, if the oldest is due (a `Cell` read otherwise).
+    crate::keyed::prune_due(now);
+    // Expired keys of client batches, if the oldest is due (a `Cell` read otherwise).
+    crate::keyed::prune_due(now);
     if (backlog || searching) && !CATCH_UP.get() {
         CATCH_UP.set(true);
         ic_cdk_timers::set_timer(Duration::ZERO, async {
@@ -403,7 +407,7 @@ fn careful_flush_now(limit: u64) -> Result<FlushSummary, WriteError> {
     let now = ic_cdk::api::time();
     record(&result, now);
     let report = result.map_err(|e| WriteError::Database(e.to_string()))?;
-    Ok(report.into())
+    Ok(crate::types::summary(report))
 }
 
 /// Forgets the timers and the watchdog (an upgrade removes timers; `post_upgrade` calls

@@ -9,6 +9,8 @@
 //! | `/test_hooks/instances/{id}/delay_replies` `{"count": n, "ms": d}` | the next `n` calls' answers are sent `d` ms late |
 //! | `/test_hooks/instances/{id}/stop_canister` `{"canister_id": "<text>"}` | stops the canister as its controller would (`stop_canister`); calls are then refused (IC0508) |
 //! | `/test_hooks/instances/{id}/start_canister` `{"canister_id": "<text>"}` | starts it again |
+//! | `/test_hooks/instances/{id}/block_interval` `{"ms": d}` | from now on one round (one block) every `d` ms and no other; `0`: a round whenever a call arrives |
+//! | `/test_hooks/instances/{id}/rounds` `{}` | answers `{"block_interval_ms", "rounds": [{"round", "started_ms", "inducted_ingress", "waiting_ingress"}]}`: what every round's block held |
 //!
 //! The same paths without `instances/{id}` act on the replica instance (`--replica`). Every
 //! hook answers `{"ok": true}` or a 4xx with `{"message": ...}`.
@@ -84,6 +86,13 @@ pub struct DelayReplies {
     /// How many call answers to delay.
     pub count: u32,
     /// By how many milliseconds.
+    pub ms: u64,
+}
+
+/// Body of `block_interval`.
+#[derive(Debug, Deserialize)]
+pub struct BlockInterval {
+    /// Milliseconds between rounds; 0 runs a round whenever a call arrives.
     pub ms: u64,
 }
 

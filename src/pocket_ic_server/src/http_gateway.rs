@@ -21,7 +21,7 @@ use pocket_ic::common::rest::{
 };
 
 use crate::error::ServerError;
-use crate::faults::{CanisterHook, DelayReplies, DropReplies};
+use crate::faults::{BlockInterval, CanisterHook, DelayReplies, DropReplies};
 use crate::http_interface::InstanceHttp;
 use crate::http_interface::handlers::{self, CallVersion};
 use crate::routes::{AppState, json, parse, respond};
@@ -234,6 +234,16 @@ async fn run_hook(state: &AppState, id: Option<usize>, hook: &str, body: &[u8]) 
                 ok
             },
         )),
+        "block_interval" => respond(
+            parse::<BlockInterval>("test_hooks/block_interval", body).map(|b| {
+                h.set_block_interval(Some(std::time::Duration::from_millis(b.ms)));
+                ok
+            }),
+        ),
+        "rounds" => respond(Ok::<_, ServerError>(serde_json::json!({
+            "block_interval_ms": h.block_interval().map(|d| d.as_millis() as u64),
+            "rounds": h.round_log(),
+        }))),
         "stop_canister" | "start_canister" => {
             let method = hook.to_string();
             let r = match parse::<CanisterHook>("test_hooks/stop_canister", body) {

@@ -36,6 +36,15 @@ pub const GENESIS_NS: u64 = 1_620_328_630_000_000_000;
 /// How far time moves in each round (PocketIC: 1 ns, so that time strictly increases).
 pub const ROUND_TIME_INCREMENT_NS: u64 = 1;
 
+/// What one round's blocks did with ingress, summed over the instance's subnets.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
+pub struct BlockSummary {
+    /// Ingress messages inducted into their canisters' queues this round.
+    pub inducted_ingress: usize,
+    /// Ingress messages accepted but left for a later round by the block limits.
+    pub waiting_ingress: usize,
+}
+
 /// Rounds `await_ingress_message` runs at most before giving up.
 pub const MAX_AWAIT_ROUNDS: usize = 100;
 
@@ -432,13 +441,19 @@ impl Instance {
     /// One round: the management messages submitted so far, a round of every subnet
     /// (ingress of one block, timers, calls between canisters within the round's instructions),
     /// the messages between subnets delivered for their next round; then time moves on by 1 ns.
-    pub fn tick(&mut self) -> Result<(), ServerError> {
+    ///
+    /// Returns how many ingress messages the round's blocks inducted and how many still wait
+    /// (a block holds at most 1,000 messages and 4 MiB: the rest wait for the next round).
+    pub fn tick(&mut self) -> Result<BlockSummary, ServerError> {
         while let Some(id) = self.pending.pop_front() {
             self.execute_message(&id)?;
         }
         let mut stopped = Vec::new();
+        let mut summary = BlockSummary::default();
         for index in 0..self.engines.len() {
             let round = self.engines[index].execute_round()?;
+            summary.inducted_ingress += round.inducted_ingress;
+            summary.waiting_ingress += self.engines[index].pending_ingress();
             for (canister, exec) in &round.executions {
                 let p = Principal::from_slice(canister);
                 self.print_output(&p, std::slice::from_ref(exec));
@@ -453,7 +468,7 @@ impl Instance {
         self.complete_stops(&stopped);
         self.deliver_between_subnets();
         self.advance_time(ROUND_TIME_INCREMENT_NS);
-        Ok(())
+        Ok(summary)
     }
 
     /// Records the outcome of message `id`.

@@ -54,6 +54,11 @@ struct Args {
     /// Print every request (method, path, HTTP status, duration) to stderr.
     #[arg(long)]
     log_requests: bool,
+    /// With `--replica`: run one round (one block of at most 1,000 ingress messages and
+    /// 4 MiB, the IC's block limits) every this many milliseconds and no other; ingress that
+    /// does not fit waits for the next block. Without it a round runs whenever a call arrives.
+    #[arg(long, requires = "replica")]
+    block_interval_ms: Option<u64>,
 }
 
 fn main() -> ExitCode {
@@ -76,6 +81,7 @@ fn main() -> ExitCode {
         log_requests: args.log_requests,
         // A replica serves until stopped, unless a TTL is asked for.
         no_idle_shutdown: args.replica && args.ttl.is_none(),
+        block_interval: args.block_interval_ms.map(Duration::from_millis),
     };
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()

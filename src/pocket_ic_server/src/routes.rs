@@ -453,7 +453,7 @@ async fn set_time(State(state): State<AppState>, Path(id): Path<usize>, body: By
 async fn tick(State(state): State<AppState>, Path(id): Path<usize>, body: Bytes) -> Response {
     // Blockmaker configurations only feed subnet metrics, which this server does not keep.
     let r = match parse::<RawTickConfigs>("update/tick", &body) {
-        Ok(_) => on_instance(&state, id, Instance::tick).await,
+        Ok(_) => on_instance(&state, id, |i: &mut Instance| i.tick().map(drop)).await,
         Err(e) => Err(e),
     };
     respond(r)

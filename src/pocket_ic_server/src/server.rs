@@ -44,6 +44,9 @@ pub struct ServeOptions {
     pub log_requests: bool,
     /// Never shut down for lack of requests (the TTL is ignored).
     pub no_idle_shutdown: bool,
+    /// With `replica`: run one round (one block) per this interval and no other, instead of
+    /// a round whenever a call arrives.
+    pub block_interval: Option<Duration>,
 }
 
 fn io(what: impl Into<String>) -> impl FnOnce(std::io::Error) -> ServerError {
@@ -149,7 +152,10 @@ pub async fn serve_with(config: ServerConfig, options: ServeOptions) -> Result<(
     if options.replica {
         let (id, _) = state.create_instance(&replica_config())?;
         state.set_replica_instance(id);
-        state.http(id)?.set_live(true);
+        let http = state.http(id)?;
+        // Live first: its first round brings the time to the wall clock; the blocks follow.
+        http.set_live(true);
+        http.set_block_interval(options.block_interval);
     }
     if let Some(mut f) = port_file {
         f.write_all(format!("{port}\n").as_bytes())

@@ -11,7 +11,6 @@ mod common;
 
 use std::io::{Read, Write};
 use std::net::TcpStream;
-use std::process::{Child, Command, Stdio};
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
@@ -34,49 +33,10 @@ fn canister_wasm() -> std::path::PathBuf {
         .join("../../target/canister/bench_canister.wasm")
 }
 
-/// One replica server per test process (its TTL ends it after the tests).
-struct Replica {
-    url: String,
-    _child: Child,
-}
-
-fn replica() -> &'static Replica {
-    static R: OnceLock<Replica> = OnceLock::new();
-    R.get_or_init(|| {
-        let port_file = std::env::temp_dir().join(format!(
-            "offline_pocket_ic_agent_test_{}.port",
-            std::process::id()
-        ));
-        let _ = std::fs::remove_file(&port_file);
-        let child = Command::new(common::server_binary())
-            .args([
-                "--replica",
-                "--test-hooks",
-                "--mute-canister-output",
-                "--ttl",
-                "60",
-            ])
-            .arg("--port-file")
-            .arg(&port_file)
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("starts the server");
-        let started = Instant::now();
-        let port = loop {
-            if let Ok(text) = std::fs::read_to_string(&port_file)
-                && let Some(line) = text.strip_suffix('\n')
-            {
-                break line.parse::<u16>().expect("a port");
-            }
-            assert!(started.elapsed() < Duration::from_secs(60), "no port file");
-            std::thread::sleep(Duration::from_millis(20));
-        };
-        Replica {
-            url: format!("http://127.0.0.1:{port}"),
-            _child: child,
-        }
-    })
+/// One replica server per test process, shared by the tests that set no fault hooks.
+fn replica() -> &'static common::Replica {
+    static R: OnceLock<common::Replica> = OnceLock::new();
+    R.get_or_init(|| common::spawn_replica("shared", &[]))
 }
 
 fn runtime() -> tokio::runtime::Runtime {
@@ -594,7 +554,9 @@ fn hook(url: &str, name: &str, json: &str) {
 
 #[test]
 fn fault_hooks_drop_and_delay_answers_and_stop_canisters() {
-    let url = &replica().url;
+    // Its own replica: a hook's count would otherwise be spent by other tests' calls.
+    let own = common::spawn_replica("faults", &[]);
+    let url = &own.url;
     runtime().block_on(async {
         let agent = agent_for(url, ed25519(14)).await;
         let canister = deploy(&agent, None).await;

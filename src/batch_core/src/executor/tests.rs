@@ -374,6 +374,54 @@ fn commit_failure_rolls_back() {
     assert_eq!(count(&conn, "deferred"), 0);
 }
 
+/// A panic that unwinds through a batch (here from the statements run before `COMMIT`, as a
+/// caller's hook might) rolls the transaction back: the connection is left in autocommit mode
+/// with none of the ops applied, and the next batch runs as if nothing had happened.
+#[test]
+fn a_panic_inside_a_batch_rolls_it_back() {
+    let conn = open_db();
+    let ops = vec![insert_user("a", "a@x"), insert_user("b", "b@x")];
+    let budget = Budget::new(CountingMeter::new(1), 1_000_000);
+    let mut seen = 0;
+    let mut hook = |_: &rusqlite::Connection, outcomes: &[OpOutcome]| -> rusqlite::Result<()> {
+        seen = outcomes.len();
+        panic!("the hook panics");
+    };
+    let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        execute_batch_within_then(&conn, &ops, &budget, Some(&mut hook))
+    }));
+    assert!(result.is_err(), "the panic reaches the caller");
+    assert_eq!(seen, 2, "both ops ran before the hook");
+    assert!(conn.is_autocommit(), "the transaction was rolled back");
+    assert_eq!(count(&conn, "users"), 0);
+    assert_eq!(
+        execute_batch(&conn, &ops).unwrap(),
+        vec![committed(1, 1), committed(1, 2)]
+    );
+    assert_eq!(count(&conn, "users"), 2);
+}
+
+/// An error from the statements run before `COMMIT` rolls the batch back and is reported as
+/// [`FlushError::BeforeCommit`]; the connection takes the next batch.
+#[test]
+fn a_failing_before_commit_rolls_the_batch_back() {
+    let conn = open_db();
+    let ops = vec![insert_user("a", "a@x")];
+    let budget = Budget::new(CountingMeter::new(1), 1_000_000);
+    let mut hook = |conn: &rusqlite::Connection, _: &[OpOutcome]| -> rusqlite::Result<()> {
+        conn.execute_batch("INSERT INTO no_such_table VALUES (1)")
+    };
+    let error = execute_batch_within_then(&conn, &ops, &budget, Some(&mut hook)).unwrap_err();
+    assert!(matches!(error, FlushError::BeforeCommit(_)), "{error:?}");
+    assert_eq!(
+        error.to_string(),
+        "recording the batch before COMMIT failed: no such table: no_such_table"
+    );
+    assert!(conn.is_autocommit());
+    assert_eq!(count(&conn, "users"), 0);
+    assert_eq!(execute_batch(&conn, &ops).unwrap(), vec![committed(1, 1)]);
+}
+
 /// The SQL of every statement prepared (and not finalized) on `conn`: what the statement
 /// cache holds once nothing is running.
 fn prepared_statements(conn: &rusqlite::Connection) -> Vec<String> {

@@ -23,6 +23,15 @@
 //! A *live* instance (`auto_progress`, `--replica`) also runs a round every
 //! [`LIVE_ROUND_INTERVAL`] and sets its time to the wall clock at each round, so timers fire
 //! and certificates stay fresh; time never goes backwards.
+//!
+//! **Blocks at a fixed rate.** With a block interval ([`InstanceHttp::set_block_interval`],
+//! `--block-interval-ms`), the driver runs exactly one round per interval and no other: a
+//! call no longer wakes it. Each round's block takes at most 1,000 ingress messages and 4 MiB
+//! of them in submission order (the IC's `MAX_INGRESS_MESSAGES_PER_BLOCK` and
+//! `MAX_INGRESS_BYTES_PER_BLOCK`, `rs/limits` in the replica's source; the offline engine's
+//! `SubnetConfig` enforces them); what does not fit waits for the next round, so a client
+//! sees the queueing a busy subnet imposes. [`InstanceHttp::round_log`] records what every
+//! round's block held.
 
 pub mod certify;
 pub mod handlers;
@@ -31,7 +40,7 @@ pub mod request;
 pub mod state_tree;
 pub mod system_canisters;
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::{BTreeSet, HashMap, VecDeque};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, Weak};
 use std::time::Duration;
@@ -42,7 +51,7 @@ use ic_certification::{Certificate, HashTree};
 use pocket_ic::common::rest::{RawCanisterResult, RawIngressStatusArgs, RawMessageId};
 
 use crate::error::ServerError;
-use crate::instance::Instance;
+use crate::instance::{BlockSummary, Instance};
 use certify::{Keys, cbor};
 use state_tree::{CanisterFacts, RequestStatus, StateTree};
 
@@ -181,6 +190,24 @@ pub struct InstanceHttp {
     rounds: tokio::sync::watch::Sender<u64>,
     /// The fault-injection hooks of this instance.
     pub faults: crate::faults::Faults,
+    block_interval: Mutex<Option<Duration>>,
+    round_log: Mutex<VecDeque<RoundRecord>>,
+    started: std::time::Instant,
+}
+
+/// How many rounds [`InstanceHttp::round_log`] keeps (the oldest are dropped first).
+pub const ROUND_LOG_LEN: usize = 100_000;
+
+/// What one round of the round driver did, as [`InstanceHttp::round_log`] reports it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+pub struct RoundRecord {
+    /// The round's number (the certified height after it).
+    pub round: u64,
+    /// When it started, in milliseconds since the instance's HTTP side started.
+    pub started_ms: u64,
+    /// Its blocks' ingress: inducted, and left waiting for a later round.
+    #[serde(flatten)]
+    pub block: BlockSummary,
 }
 
 impl std::fmt::Debug for InstanceHttp {
@@ -278,6 +305,9 @@ impl InstanceHttp {
             wake: tokio::sync::Notify::new(),
             rounds,
             faults: crate::faults::Faults::default(),
+            block_interval: Mutex::new(None),
+            round_log: Mutex::new(VecDeque::new()),
+            started: std::time::Instant::now(),
         });
         let weak = Arc::downgrade(&http);
         tokio::spawn(drive_rounds(weak));
@@ -315,7 +345,25 @@ impl InstanceHttp {
         }
     }
 
-    /// Asks the round driver for a round as soon as possible.
+    /// Runs one round per `interval` and no other (`Some`), or a round whenever a call
+    /// arrives (`None`, the default). A zero interval means `None`.
+    pub fn set_block_interval(&self, interval: Option<Duration>) {
+        *lock(&self.block_interval) = interval.filter(|d| !d.is_zero());
+        self.wake.notify_one();
+    }
+
+    /// The block interval, if rounds run at a fixed rate.
+    pub fn block_interval(&self) -> Option<Duration> {
+        *lock(&self.block_interval)
+    }
+
+    /// The rounds run so far (at most the last [`ROUND_LOG_LEN`]), oldest first.
+    pub fn round_log(&self) -> Vec<RoundRecord> {
+        lock(&self.round_log).iter().copied().collect()
+    }
+
+    /// Asks the round driver for a round as soon as possible (ignored while rounds run at a
+    /// fixed rate).
     pub fn wake(&self) {
         self.wake.notify_one();
     }
@@ -328,6 +376,13 @@ impl InstanceHttp {
     /// Runs one round on the calling (blocking) thread: in a live instance the time first
     /// moves to the wall clock; then the instance's round; then the state is certified.
     pub fn run_round(&self) -> Result<(), ServerError> {
+        self.run_round_started(std::time::Instant::now())
+    }
+
+    /// [`Self::run_round`], recorded in the round log as started at `started`.
+    pub fn run_round_started(&self, started: std::time::Instant) -> Result<(), ServerError> {
+        let started_ms = u64::try_from(started.saturating_duration_since(self.started).as_millis())
+            .unwrap_or(u64::MAX);
         let mut inst = self.instance();
         if self.is_live() {
             let now = wall_clock_ns();
@@ -335,8 +390,19 @@ impl InstanceHttp {
                 inst.set_time(now)?;
             }
         }
-        inst.tick()?;
-        self.certify(&inst)
+        let block = inst.tick()?;
+        self.certify(&inst)?;
+        let round = self.cert().round;
+        let mut log = lock(&self.round_log);
+        if log.len() == ROUND_LOG_LEN {
+            log.pop_front();
+        }
+        log.push_back(RoundRecord {
+            round,
+            started_ms,
+            block,
+        });
+        Ok(())
     }
 
     /// Certifies the instance's current state: completed requests get their outcome, expired
@@ -428,11 +494,39 @@ pub const MAX_BACK_TO_BACK_ROUNDS: u32 = 100;
 
 /// The round driver of an instance: runs a round whenever woken, and in a live instance also
 /// every [`LIVE_ROUND_INTERVAL`]; while accepted messages are still executing it runs up to
-/// [`MAX_BACK_TO_BACK_ROUNDS`] more at once. Ends when the instance is gone.
+/// [`MAX_BACK_TO_BACK_ROUNDS`] more at once. With a block interval it runs one round per
+/// interval instead, whatever wakes it. Ends when the instance is gone.
 async fn drive_rounds(http: Weak<InstanceHttp>) {
     let mut back_to_back = 0u32;
+    // When the last block started: the next one is due one interval later (the interval in
+    // force then), so at most one block per interval, never a burst to catch up.
+    // (The first block runs at once: a live instance's time reaches the wall clock with it.)
+    let mut last_block: Option<tokio::time::Instant> = None;
     loop {
         let Some(h) = http.upgrade() else { return };
+        if let Some(interval) = h.block_interval() {
+            let now = tokio::time::Instant::now();
+            let due = last_block.map_or(now, |last| last + interval);
+            if due > now {
+                // A change of the interval wakes the driver; so does a call, which waits. At
+                // most 5 s at a time, so a dropped instance ends its driver.
+                let wait = due.min(now + Duration::from_secs(5));
+                tokio::select! {
+                    () = h.wake.notified() => {}
+                    () = tokio::time::sleep_until(wait) => {}
+                }
+                continue;
+            }
+            last_block = Some(now);
+            let h2 = h.clone();
+            drop(h);
+            let started = now.into_std();
+            let round = tokio::task::spawn_blocking(move || h2.run_round_started(started)).await;
+            if let Ok(Err(e)) = round {
+                eprintln!("{}: a round failed: {e}", crate::SERVER_NAME);
+            }
+            continue;
+        }
         let live = h.is_live();
         let woken = {
             let notified = h.wake.notified();
@@ -458,6 +552,8 @@ async fn drive_rounds(http: Weak<InstanceHttp>) {
         if let Ok(Err(e)) = round {
             eprintln!("{}: a round failed: {e}", crate::SERVER_NAME);
         }
+        // A block interval set from now on counts from the end of this round.
+        last_block = Some(tokio::time::Instant::now());
         let pending = !h.cert().pending.is_empty();
         if pending && back_to_back < MAX_BACK_TO_BACK_ROUNDS {
             back_to_back += 1;

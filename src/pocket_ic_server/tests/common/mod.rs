@@ -225,3 +225,58 @@ fn dechunk(mut data: &[u8]) -> Vec<u8> {
         data = &data[eol + 2 + size + 2..];
     }
 }
+
+/// A replica server (`--replica --test-hooks`, the IC HTTP interface at its root) of its own,
+/// named `name` within this test process, with `extra` arguments; killed when dropped (and by
+/// its TTL otherwise). The fault hooks act on the whole replica, so a test that sets them must
+/// not share its replica with tests running beside it.
+pub struct Replica {
+    /// `http://127.0.0.1:<port>`.
+    pub url: String,
+    child: std::process::Child,
+}
+
+impl Drop for Replica {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Starts a [`Replica`] and waits for its port file.
+pub fn spawn_replica(name: &str, extra: &[&str]) -> Replica {
+    let port_file = std::env::temp_dir().join(format!(
+        "offline_pocket_ic_replica_{}_{name}.port",
+        std::process::id()
+    ));
+    let _ = std::fs::remove_file(&port_file);
+    let child = Command::new(server_binary())
+        .args([
+            "--replica",
+            "--test-hooks",
+            "--mute-canister-output",
+            "--ttl",
+            "60",
+        ])
+        .args(extra)
+        .arg("--port-file")
+        .arg(&port_file)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("starts the server");
+    let started = Instant::now();
+    let port = loop {
+        if let Ok(text) = std::fs::read_to_string(&port_file)
+            && let Some(line) = text.strip_suffix('\n')
+        {
+            break line.parse::<u16>().expect("a port");
+        }
+        assert!(started.elapsed() < Duration::from_secs(60), "no port file");
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    Replica {
+        url: format!("http://127.0.0.1:{port}"),
+        child,
+    }
+}

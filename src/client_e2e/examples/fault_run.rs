@@ -1,0 +1,44 @@
+//! The full randomized fault run: `cargo run --release -p client_e2e --example fault_run --
+//! [OPS] [SEED]` (default 10,000 ops, a seed from the clock). Prints the counts; exits 1 unless
+//! every op was delivered once and applied exactly once.
+
+use client_e2e::fault_run::{FaultRunConfig, run};
+
+fn main() -> std::process::ExitCode {
+    let mut args = std::env::args().skip(1);
+    let ops = args.next().and_then(|a| a.parse().ok()).unwrap_or(10_000);
+    let seed = args.next().and_then(|a| a.parse().ok()).unwrap_or_else(|| {
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos() as u64)
+    });
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+    {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("fault_run: {e}");
+            return std::process::ExitCode::from(2);
+        }
+    };
+    match runtime.block_on(run(FaultRunConfig {
+        ops,
+        seed,
+        ..FaultRunConfig::default()
+    })) {
+        Ok(report) => {
+            println!("{report}\n  (seed {seed})");
+            if report.exactly_once() {
+                std::process::ExitCode::SUCCESS
+            } else {
+                std::process::ExitCode::from(1)
+            }
+        }
+        Err(e) => {
+            eprintln!("fault_run: {e}");
+            std::process::ExitCode::from(2)
+        }
+    }
+}

@@ -1,0 +1,256 @@
+//! Exactly-once client batches, through batch_core's [`Deduplicator`] (its documentation
+//! states the window rules, the storage and the costs).
+//!
+//! A keyed batch is looked up by the caller's principal and its key; a recorded key with the
+//! same ops is answered with the recorded outcomes and runs nothing; a new key runs the batch
+//! and records the key, the ops' digest and the outcomes inside the batch's transaction (a
+//! trap rolls both back). The canister computes the digest from the ops as the client sent
+//! them ([`BatchDigest::of_bytes`] of a canonical encoding), so the same ops digest alike
+//! whichever of its methods carries them.
+//!
+//! Expired keys are pruned by timers only, never while a batch runs: a one-shot timer set for
+//! the moment the oldest recorded key expires (armed by the update that records a key while
+//! none is armed, and again after an upgrade), and the flush timer whenever it runs past that
+//! moment. Each prune removes at most [`PRUNE_STEP_KEYS`] keys; when more are expired the
+//! timer runs again in the next round. The deduplicator's counters are saved across upgrades
+//! (`persist`); the keys themselves live in SQLite.
+
+use std::cell::{Cell, RefCell};
+use std::time::Duration;
+
+use batch_core::{
+    BatchDigest, Budget, DedupConfig, DedupCounters, DedupError, Deduplicator, KEYS_TABLE, Lookup,
+    META_TABLE, WriteOp,
+};
+
+use crate::canister::{MessageMeter, SETTINGS, with_connection};
+use crate::types::{Outcome, WriteError, outcome};
+
+/// Most expired keys one prune removes (one indexed range delete in one transaction: a few
+/// hundred million instructions at most, well within a timer's message).
+pub const PRUNE_STEP_KEYS: u64 = 10_000;
+/// After a failed prune, the next attempt waits this long (one minute).
+const PRUNE_RETRY_NS: u64 = 60_000_000_000;
+
+thread_local! {
+    static DEDUP: RefCell<Deduplicator> = RefCell::new(
+        Deduplicator::new(DedupConfig::default()).expect("the default deduplication config is valid"),
+    );
+    /// When the oldest recorded key expires (`None`: no key recorded, as far as this heap knows).
+    static NEXT_PRUNE_NS: Cell<Option<u64>> = const { Cell::new(None) };
+    /// The one-shot prune timer is armed.
+    static PRUNE_TIMER: Cell<bool> = const { Cell::new(false) };
+}
+
+/// A keyed batch as the canister decoded it.
+pub struct KeyedBatch {
+    /// The caller's key ([`key_of`] converts the interface's).
+    pub key: batch_core::BatchKey,
+    /// The digest of the ops as the client sent them, in a canonical encoding
+    /// ([`BatchDigest::of_bytes`]): a key reused for other ops is refused.
+    pub digest: BatchDigest,
+    /// The ops, validated.
+    pub ops: Vec<WriteOp>,
+}
+
+/// A keyed batch's outcomes.
+pub struct KeyedOutcomes {
+    /// One outcome per op.
+    pub outcomes: Vec<Outcome>,
+    /// The key was recorded already: nothing ran, these are the recorded outcomes.
+    pub duplicate: bool,
+}
+
+/// A [`BatchKey`](crate::types::BatchKey) of the interface as batch_core's; refused as
+/// `Invalid` unless its id has 16 bytes.
+pub fn key_of(key: &crate::types::BatchKey) -> Result<batch_core::BatchKey, WriteError> {
+    let id: [u8; 16] = key.id.as_slice().try_into().map_err(|_| {
+        WriteError::Invalid(format!(
+            "the batch key's id has {} bytes; it must have 16",
+            key.id.len()
+        ))
+    })?;
+    Ok(batch_core::BatchKey {
+        created_at_time_ns: key.created_at_time,
+        id,
+    })
+}
+
+/// Runs `ops` (already validated and converted) under `key` of `caller` at `now_ns`, or answers
+/// the recorded outcomes of a duplicate. No access check, and arms no timer (benchmarks in
+/// queries call it): [`execute_batch_keyed`](crate::execute_batch_keyed) does both.
+pub fn run(caller: &[u8], batch: &KeyedBatch, now_ns: u64) -> Result<KeyedOutcomes, WriteError> {
+    let KeyedBatch { key, digest, ops } = batch;
+    let budget = Budget::new(
+        MessageMeter,
+        SETTINGS.with_borrow(|s| s.config.flush_instruction_budget),
+    );
+    let batch = DEDUP.with_borrow_mut(|dedup| {
+        with_connection(|conn| {
+            match dedup.lookup(conn, caller, key, digest, ops.len(), now_ns)? {
+                Lookup::Duplicate(batch) => Ok(batch),
+                Lookup::New(admitted) => {
+                    dedup.execute_admitted_within(conn, admitted, ops, &budget)
+                }
+            }
+        })
+    });
+    let batch = batch.map_err(write_error)?;
+    if !batch.duplicate {
+        recorded(key.created_at_time_ns);
+    }
+    Ok(KeyedOutcomes {
+        outcomes: batch.outcomes.into_iter().map(outcome).collect(),
+        duplicate: batch.duplicate,
+    })
+}
+
+/// What a keyed batch's refusal tells the caller.
+fn write_error(error: DedupError) -> WriteError {
+    match error {
+        DedupError::TooOld {
+            created_at_time_ns,
+            now_ns,
+            oldest_accepted_ns,
+        } => WriteError::TooOld {
+            created_at_time: created_at_time_ns,
+            now: now_ns,
+            oldest_accepted: oldest_accepted_ns,
+        },
+        DedupError::CreatedInFuture {
+            created_at_time_ns,
+            now_ns,
+            newest_accepted_ns,
+        } => WriteError::CreatedInFuture {
+            created_at_time: created_at_time_ns,
+            now: now_ns,
+            newest_accepted: newest_accepted_ns,
+        },
+        DedupError::DigestMismatch { key } => WriteError::DigestMismatch {
+            created_at_time: key.created_at_time_ns,
+        },
+        DedupError::StoreFull {
+            keys_held,
+            max_keys,
+            bytes_held,
+            max_bytes,
+            ..
+        } => WriteError::StoreFull {
+            keys_held,
+            max_keys,
+            bytes_held,
+            max_bytes,
+        },
+        DedupError::CallerTooLong { .. } => WriteError::Invalid(error.to_string()),
+        other => WriteError::Database(other.to_string()),
+    }
+}
+
+/// The moment a key created at `created_at_ns` becomes too old (and may be pruned).
+fn expiry_of(created_at_ns: u64) -> u64 {
+    let config = DEDUP.with_borrow(|d| d.config().clone());
+    created_at_ns
+        .saturating_add(config.window_ns)
+        .saturating_add(config.permitted_drift_ns)
+        .saturating_add(1)
+}
+
+/// Notes a key recorded at `created_at_ns` for the pruning timers.
+fn recorded(created_at_ns: u64) {
+    let expiry = expiry_of(created_at_ns);
+    NEXT_PRUNE_NS.set(Some(
+        NEXT_PRUNE_NS.get().map_or(expiry, |next| next.min(expiry)),
+    ));
+}
+
+/// Arms the one-shot prune timer for the oldest key's expiry, unless it is armed or no key is
+/// recorded. Called by the update methods after a keyed batch, and after an upgrade.
+pub fn ensure_prune_timer() {
+    if PRUNE_TIMER.get() {
+        return;
+    }
+    let Some(at) = NEXT_PRUNE_NS.get() else {
+        return;
+    };
+    PRUNE_TIMER.set(true);
+    let delay = at.saturating_sub(ic_cdk::api::time());
+    ic_cdk_timers::set_timer(Duration::from_nanos(delay), async {
+        PRUNE_TIMER.set(false);
+        prune_due(ic_cdk::api::time());
+        ensure_prune_timer();
+    });
+}
+
+/// Prunes one step of expired keys if the oldest recorded key has expired at `now_ns` (a
+/// `Cell` read otherwise). Called by the timers only.
+pub fn prune_due(now_ns: u64) {
+    if NEXT_PRUNE_NS.get().is_none_or(|at| now_ns < at) {
+        return;
+    }
+    let pruned = DEDUP.with_borrow_mut(|dedup| {
+        with_connection(|conn| {
+            let report = dedup.prune(conn, now_ns, PRUNE_STEP_KEYS)?;
+            Ok::<_, DedupError>((report, oldest_key(conn)))
+        })
+    });
+    NEXT_PRUNE_NS.set(match pruned {
+        // Expired keys are left: again in the next round.
+        Ok((report, _)) if report.more => Some(now_ns),
+        Ok((_, oldest)) => oldest.map(expiry_of),
+        Err(e) => {
+            ic_cdk::println!("pruning expired batch keys failed: {e}");
+            Some(now_ns.saturating_add(PRUNE_RETRY_NS))
+        }
+    });
+}
+
+/// The creation time of the oldest recorded key (`None` if none, or no key was ever recorded).
+fn oldest_key(conn: &ic_rusqlite::rusqlite::Connection) -> Option<u64> {
+    conn.query_row(
+        &format!("SELECT min(created_at) FROM {KEYS_TABLE}"),
+        [],
+        |row| row.get::<_, Option<i64>>(0),
+    )
+    .ok()
+    .flatten()
+    .and_then(|t| u64::try_from(t).ok())
+}
+
+/// The deduplicator's counters (saved across upgrades).
+pub fn counters() -> DedupCounters {
+    DEDUP.with_borrow(|d| d.counters().clone())
+}
+
+/// Restores the saved counters and the pruning schedule after an upgrade, and arms the prune
+/// timer if keys are held.
+pub fn restore(counters: DedupCounters) {
+    DEDUP.with_borrow_mut(|d| {
+        *d = Deduplicator::with_counters(d.config().clone(), counters)
+            .expect("the deduplication config in effect is valid");
+    });
+    NEXT_PRUNE_NS.set(with_connection(oldest_key).map(expiry_of));
+    ensure_prune_timer();
+}
+
+/// What `stats` shows: (keyed batches, duplicates answered, keys refused, keys held, bytes
+/// held, keys pruned). Keys and bytes held are read from the store's meta row (0 before the
+/// first keyed batch created it).
+pub(crate) fn stats() -> [u64; 6] {
+    let c = counters();
+    let (keys, bytes) = with_connection(|conn| {
+        conn.query_row(
+            &format!("SELECT keys, bytes FROM {META_TABLE} WHERE id = 0"),
+            [],
+            |row| Ok((row.get::<_, i64>(0)?, row.get::<_, i64>(1)?)),
+        )
+    })
+    .unwrap_or((0, 0));
+    [
+        c.executed,
+        c.duplicates_answered,
+        c.too_old + c.created_in_future + c.digest_mismatches + c.store_full,
+        keys.max(0) as u64,
+        bytes.max(0) as u64,
+        c.pruned,
+    ]
+}
