@@ -196,6 +196,35 @@ fn queue_args() -> InitArgs {
     }
 }
 
+/// A timer that fires late, with no trap anywhere (rounds longer than its period, a busy
+/// subnet), is not taken for a trapping flush: the watchdog's first careful flush runs what a
+/// normal flush would, it answers, and the careful mode ends at once. Every op commits in that
+/// one run; no op is flushed alone, no alarm is raised, nothing traps.
+#[test]
+fn a_late_timer_is_not_taken_for_a_trap() {
+    let mut c = Client::install(queue_args());
+    c.create_user("alice");
+    let tickets: Vec<Ticket> = (0..50)
+        .map(|i| c.submit_order(1, i as f64).unwrap())
+        .collect();
+    // The timer's period is one second; its first run comes 2.5 periods late.
+    c.tick(2 * SECOND + SECOND / 2);
+    let s = c.stats();
+    assert_eq!((s.pending, s.committed, &s.alarm), (0, 50, &None), "{s:?}");
+    assert_eq!(s.last_flush_ops, 50);
+    for (i, t) in tickets.iter().enumerate() {
+        assert_eq!(c.ticket(*t), committed(i as i64 + 1));
+    }
+    assert!(c.traps().is_empty(), "{:?}", c.traps());
+    // Later submits flush as usual, by the timer, in one flush each period.
+    for i in 0..5 {
+        c.submit_order(1, 100.0 + i as f64).unwrap();
+    }
+    c.tick(SECOND);
+    let s = c.stats();
+    assert_eq!((s.pending, s.committed, &s.alarm), (0, 55, &None), "{s:?}");
+}
+
 /// A database that is read-only for 60 timer periods: every flush fails at `BEGIN`, which is
 /// no op's doing, so no op fails; the alarm says so; once writable, everything commits.
 #[test]
@@ -420,13 +449,15 @@ fn submits_during_a_stall_never_trap() {
         }
         c.tick(SECOND);
     }
-    // What trapped: the timer's normal flush once (the stall is not known before it), then
-    // the careful flushes of the poison alone, three times; no submit.
+    // What trapped: the timer's normal flush once (the stall is not known before it), the
+    // first careful flush (a whole flush in its own message: the stall could have been a late
+    // timer), then the careful flushes of the poison alone, three times; no submit.
     let trapped: Vec<String> = c.traps().iter().map(|e| e.entry.clone()).collect();
     assert_eq!(
         trapped,
         [
             "canister_update <ic-cdk internal> timer_executor",
+            "canister_update __careful_flush",
             "canister_update __careful_flush",
             "canister_update __careful_flush",
             "canister_update __careful_flush",

@@ -24,7 +24,10 @@
 //!   flush has committed or returned for [`STALLED_PERIODS`] timer periods while ops are
 //!   pending, the timer flushes *carefully*: it records the attempt, then flushes in a separate
 //!   message (a call to itself), so that a trap there is answered as a reject and counted.
-//!   It looks for the culprit by halving: it keeps the number of ops from the head known to
+//!   The first careful flush runs what a normal flush would: a timer can be late without any
+//!   trap (rounds longer than its period, a busy subnet), and if that flush answers, the
+//!   careful mode ends at once, having cost one self-call. Once a careful flush has trapped,
+//!   it looks for the culprit by halving: it keeps the number of ops from the head known to
 //!   trap together (at first, the whole queue), flushes at most half of them, and either halves
 //!   that number (the careful flush trapped) or subtracts the ops that committed (it did not).
 //!   Whenever the head is new (at the start, and after a halving step committed ops), it first
@@ -105,6 +108,10 @@ struct Careful {
     in_flight_since: Option<u64>,
     /// The current first op has been flushed alone once.
     probed: bool,
+    /// A careful flush has trapped since the stall was seen. Until one has, the stall may be
+    /// only a late timer (rounds longer than the period, a busy subnet): the first careful
+    /// flush runs what a normal flush would, and if it answers the careful mode ends.
+    confirmed: bool,
 }
 
 thread_local! {
@@ -284,8 +291,6 @@ async fn run() {
     let backlog = QUEUE.with_borrow(|q| q.len() >= q.config().flush_size);
     // Expired keys of client batches, if the oldest is due (a `Cell` read otherwise).
     crate::keyed::prune_due(now);
-    // Expired keys of client batches, if the oldest is due (a `Cell` read otherwise).
-    crate::keyed::prune_due(now);
     if (backlog || searching) && !CATCH_UP.get() {
         CATCH_UP.set(true);
         ic_cdk_timers::set_timer(Duration::ZERO, async {
@@ -312,6 +317,7 @@ async fn careful_step(now: u64) {
         until: last,
         in_flight_since: None,
         probed: false,
+        confirmed: false,
     });
     if careful.head != head {
         careful.head = head;
@@ -342,12 +348,15 @@ async fn careful_step(now: u64) {
         WATCH.with_borrow_mut(|w| w.careful = Some(careful));
         return;
     }
-    let limit = if careful.probed {
+    let limit = if !careful.confirmed {
+        // What a normal flush would run (the budget bounds it), in a message of its own.
+        usize::MAX
+    } else if careful.probed {
         (careful.suspects / 2).max(1)
     } else {
         1
     };
-    careful.probed = true;
+    careful.probed = careful.confirmed;
     careful.in_flight_since = Some(now);
     WATCH.with_borrow_mut(|w| w.careful = Some(careful));
     // The attempt is committed at this await: a trap in the flush cannot roll it back.
@@ -358,6 +367,11 @@ async fn careful_step(now: u64) {
     careful.in_flight_since = None;
     match result {
         Ok(response) => match response.candid::<Result<FlushSummary, WriteError>>() {
+            Ok(Ok(_)) if !careful.confirmed => {
+                // A whole flush answered: the stall was a late timer, not a trap.
+                WATCH.with_borrow_mut(|w| w.careful = None);
+                return;
+            }
             Ok(Ok(flushed)) => {
                 let executed = usize::try_from(flushed.executed).unwrap_or(usize::MAX);
                 careful.suspects = careful.suspects.saturating_sub(executed);
@@ -378,10 +392,16 @@ async fn careful_step(now: u64) {
                 "careful flush of {limit} ops trapped: {}",
                 rejected.reject_message()
             );
-            if limit == 1 {
-                careful.traps_alone += 1;
+            if !careful.confirmed {
+                // A trap it is: the search starts over the whole queue, the head alone first.
+                careful.confirmed = true;
+                careful.probed = false;
+            } else {
+                if limit == 1 {
+                    careful.traps_alone += 1;
+                }
+                careful.suspects = limit;
             }
-            careful.suspects = limit;
         }
         Err(e) => ic_cdk::println!("careful flush not made: {e}"),
     }
