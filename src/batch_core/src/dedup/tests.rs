@@ -254,7 +254,7 @@ fn a_full_store_refuses_new_keys_answers_recorded_ones_and_frees_room_when_prune
     assert_eq!((report.removed, report.more), (1, false));
     assert_eq!(
         report.bytes_freed,
-        ALICE.len() as u64 + 16 + 32 + 4 + KEY_OVERHEAD_BYTES
+        ALICE.len() as u64 + 16 + 16 + 4 + KEY_OVERHEAD_BYTES
     );
     let third = run(&mut d, &conn, ALICE, &key(later, 3), &users(&["c"]), later).expect("3");
     assert_eq!(third.outcomes, vec![committed(1, 3)]);
@@ -284,7 +284,7 @@ fn a_record_past_the_byte_bound_rolls_the_batch_back() {
     )
     .expect("fits");
     let held = d.stats(&conn).expect("stats").bytes_held;
-    assert_eq!(held, ALICE.len() as u64 + 16 + 32 + 6 + KEY_OVERHEAD_BYTES);
+    assert_eq!(held, ALICE.len() as u64 + 16 + 16 + 6 + KEY_OVERHEAD_BYTES);
     let ops = vec![
         insert_user("d", "d@x"),
         insert_user("e", "a@x"),
@@ -327,7 +327,7 @@ fn pruning_takes_bounded_steps_oldest_first_and_keeps_exact_counts() {
         )
         .expect("run");
     }
-    let per_key = ALICE.len() as u64 + 16 + 32 + 4 + KEY_OVERHEAD_BYTES;
+    let per_key = ALICE.len() as u64 + 16 + 16 + 4 + KEY_OVERHEAD_BYTES;
     assert_eq!(d.stats(&conn).expect("stats").bytes_held, 5 * per_key);
     // At this time the first three keys (created NOW, NOW+1, NOW+2) are too old.
     let later = NOW + 2 + DEFAULT_WINDOW_NS + DEFAULT_PERMITTED_DRIFT_NS + 1;
@@ -624,9 +624,15 @@ fn the_digest_tells_every_part_of_the_ops_apart() {
         )]),
         BatchDigest::of_ops(&text("ab"))
     );
+    // XXH3-128 with seed 0, canonical (big-endian) bytes: the reference implementation's
+    // values for "" and "abc".
     assert_eq!(
-        BatchDigest::of_bytes(b"abc").0[..4],
-        [0xba, 0x78, 0x16, 0xbf] // SHA-256("abc")
+        BatchDigest::of_bytes(b"").0,
+        0x99aa06d3014798d86001c324468d497f_u128.to_be_bytes()
+    );
+    assert_eq!(
+        BatchDigest::of_bytes(b"abc").0,
+        0x06b05ab6733a618578af5f94892f3950_u128.to_be_bytes()
     );
 }
 
