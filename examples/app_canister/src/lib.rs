@@ -134,8 +134,9 @@ async fn create_user(username: String, email: String) -> u64 {
                 .await;
             let outcome = match answer {
                 Ok(response) => response
-                    .candid::<Outcome>()
-                    .map_err(|e| format!("the reply: {e}")),
+                    .candid::<Result<Outcome, bench_api::WriteError>>()
+                    .map_err(|e| format!("the reply: {e}"))
+                    .and_then(|r| r.map_err(|e| e.to_string())),
                 Err(e) => Err(e.to_string()),
             };
             record(ticket, outcome);

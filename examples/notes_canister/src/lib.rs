@@ -70,19 +70,23 @@ struct Note {
 
 /// The notes with `id > after`, by id, at most 100.
 #[ic_cdk::query]
-fn notes(after: i64) -> Result<Vec<Note>, String> {
+fn notes(after: i64) -> Result<Vec<Note>, batch::QueryError> {
     batch::with_connection(|conn| {
         let mut stmt = conn
             .prepare_cached("SELECT id, text FROM notes WHERE id > ?1 ORDER BY id LIMIT 100")
-            .map_err(|e| e.to_string())?;
+            .map_err(db_error)?;
         let rows = stmt.query_map([after], |r| {
             Ok(Note {
                 id: r.get(0)?,
                 text: r.get(1)?,
             })
         });
-        rows.and_then(Iterator::collect).map_err(|e| e.to_string())
+        rows.and_then(Iterator::collect).map_err(db_error)
     })
+}
+
+fn db_error(e: impl std::fmt::Display) -> batch::QueryError {
+    batch::QueryError::Database(e.to_string())
 }
 
 ic_cdk::export_candid!();

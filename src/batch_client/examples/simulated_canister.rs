@@ -17,9 +17,9 @@ use batch_core::{
 };
 use bench_api::packed::{decode_keyed_ops, encode_keyed_outcomes, keyed_ops_body};
 use bench_api::schema::{INSERT_ORDER, INSERT_USER, SCHEMA};
-use bench_api::{OpError, Outcome, UserOrderOp, wire};
+use bench_api::{OpError, Outcome, UserOrderOp, WriteError, wire};
 use ic_batch_client::{
-    Batcher, BatcherConfig, PackedUserOrders, RejectCode, SendError, Transport, tokio_driver,
+    Batcher, BatcherConfig, PackedUserOrders, SendError, Transport, tokio_driver,
 };
 
 /// The database canister, with the number of batches it ran and the replies it lost.
@@ -49,19 +49,27 @@ impl SimulatedCanister {
     }
 }
 
-fn reject(message: String) -> SendError {
-    SendError::Rejected {
-        code: RejectCode::CanisterReject,
-        message,
-    }
+/// The canister's typed refusal of a batch (`PackedResult::Err`).
+fn refused(error: WriteError) -> Result<Vec<u8>, SendError> {
+    Ok(wire::encode_packed_result(Err(error)))
+}
+
+fn invalid(e: impl std::fmt::Display) -> WriteError {
+    WriteError::Invalid(e.to_string())
 }
 
 impl Transport for &SimulatedCanister {
     async fn call(&self, request: Vec<u8>) -> Result<Vec<u8>, SendError> {
-        let blob = wire::decode_blob(&request).map_err(|e| reject(format!("Invalid: {e}")))?;
-        let (key, ops) = decode_keyed_ops(&blob, bench_api::MAX_CLIENT_BATCH)
-            .map_err(|e| reject(format!("Invalid: {e}")))?;
-        let (_, body) = keyed_ops_body(&blob).map_err(|e| reject(format!("Invalid: {e}")))?;
+        let blob = match wire::decode_blob(&request) {
+            Ok(blob) => blob,
+            Err(e) => return refused(invalid(e)),
+        };
+        let (key, ops, body) = match decode_keyed_ops(&blob, bench_api::MAX_CLIENT_BATCH)
+            .and_then(|(key, ops)| Ok((key, ops, keyed_ops_body(&blob)?.1)))
+        {
+            Ok(decoded) => decoded,
+            Err(e) => return refused(invalid(e)),
+        };
         let write_ops: Vec<WriteOp> = ops
             .iter()
             .map(|op| match op {
@@ -79,17 +87,19 @@ impl Transport for &SimulatedCanister {
         let batch = {
             let mut db = self.db.lock().expect("the database lock");
             let (conn, dedup) = &mut *db;
-            dedup
-                .execute_keyed_within(
-                    conn,
-                    b"the client's principal",
-                    &key,
-                    &BatchDigest::of_bytes(body),
-                    &write_ops,
-                    &Budget::new(CountingMeter::new(1), 1_000_000_000),
-                    tokio_driver::system_clock(),
-                )
-                .map_err(|e| reject(e.to_string()))?
+            let executed = dedup.execute_keyed_within(
+                conn,
+                b"the client's principal",
+                &key,
+                &BatchDigest::of_bytes(body),
+                &write_ops,
+                &Budget::new(CountingMeter::new(1), 1_000_000_000),
+                tokio_driver::system_clock(),
+            );
+            match executed {
+                Ok(batch) => batch,
+                Err(e) => return refused(ic_rusqlite_batch::types::dedup_refusal(e)),
+            }
         };
         if !batch.duplicate {
             self.executions.fetch_add(1, Ordering::Relaxed);
@@ -118,10 +128,10 @@ impl Transport for &SimulatedCanister {
                 }),
             })
             .collect();
-        Ok(wire::encode_blob(&encode_keyed_outcomes(
+        Ok(wire::encode_packed_result(Ok(encode_keyed_outcomes(
             batch.duplicate,
             &outcomes,
-        )))
+        ))))
     }
 }
 

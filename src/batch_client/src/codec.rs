@@ -4,7 +4,7 @@
 use std::fmt;
 
 use bench_api::packed::{self, KEYED_HEADER_BYTES};
-use bench_api::{Outcome, UserOrderOp, WriteError};
+use bench_api::{Outcome, PackedResult, UserOrderOp, WriteError};
 
 use crate::transport::RejectCode;
 
@@ -80,41 +80,14 @@ pub trait BatchCodec {
     fn not_executed(&self, outcome: &Self::Outcome) -> bool;
 }
 
-/// Why the reference canister refused a keyed batch: its `WriteError`s and the refusals of
-/// its deduplication store, read from the reject message (`Variant: detail`).
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum PackedRefusal {
-    /// A `WriteError` (`QueueFull`, `Invalid`, `NotAuthorized`, `Database`, ...).
-    Write(WriteError),
-    /// The key was created before `now − window − drift`.
-    TooOld(String),
-    /// The key was created after `now + drift`: the client's clock is ahead.
-    CreatedInFuture(String),
-    /// The key was already used for other ops.
-    DigestMismatch(String),
-    /// The deduplication store is full of keys within their window.
-    StoreFull(String),
-}
-
-impl fmt::Display for PackedRefusal {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            PackedRefusal::Write(error) => write!(f, "{error}"),
-            PackedRefusal::TooOld(detail) => write!(f, "TooOld: {detail}"),
-            PackedRefusal::CreatedInFuture(detail) => write!(f, "CreatedInFuture: {detail}"),
-            PackedRefusal::DigestMismatch(detail) => write!(f, "DigestMismatch: {detail}"),
-            PackedRefusal::StoreFull(detail) => write!(f, "StoreFull: {detail}"),
-        }
-    }
-}
-
 /// The Candid framing of a blob argument: `DIDL`, a type table of one `vec nat8`, one
 /// argument of that type, and the blob's length as LEB128 (at most 3 bytes below 2 MiB).
 const CANDID_BLOB_FRAMING: usize = 4 + 1 + 2 + 1 + 1 + 3;
 
 /// The reference canister's keyed packed batch (`bench_api::packed`, request version 2,
-/// reply version 3), sent as the Candid `blob` argument of its packed batch method; refusals
-/// come as rejects whose message starts with the refusal's name.
+/// reply version 3), sent as the Candid `blob` argument of its packed batch method, answered
+/// with a `PackedResult` (`variant { Ok : blob; Err : WriteError }`): a refusal is the typed
+/// [`WriteError`].
 ///
 /// An op takes [`packed::op_len`] bytes (10 for an order with a small user id).
 #[derive(Clone, Copy, Debug, Default)]
@@ -128,7 +101,7 @@ const SQLITE_INTERRUPT: i32 = 9;
 impl BatchCodec for PackedUserOrders {
     type Op = UserOrderOp;
     type Outcome = Outcome;
-    type Refusal = PackedRefusal;
+    type Refusal = WriteError;
 
     fn header_len(&self) -> usize {
         CANDID_BLOB_FRAMING + KEYED_HEADER_BYTES
@@ -146,8 +119,11 @@ impl BatchCodec for PackedUserOrders {
         bench_api::wire::encode_blob(&packed::encode_keyed_ops(&key, ops))
     }
 
-    fn decode(&self, reply: &[u8], ops: usize) -> Result<Reply<Outcome, PackedRefusal>, String> {
-        let blob = bench_api::wire::decode_blob(reply).map_err(|e| e.to_string())?;
+    fn decode(&self, reply: &[u8], ops: usize) -> Result<Reply<Outcome, WriteError>, String> {
+        let blob = match candid::decode_one::<PackedResult>(reply).map_err(|e| e.to_string())? {
+            PackedResult::Ok(blob) => blob,
+            PackedResult::Err(refusal) => return Ok(Reply::Refused(refusal)),
+        };
         let reply = packed::decode_keyed_outcomes(&blob, ops).map_err(|e| e.to_string())?;
         if reply.outcomes.len() != ops {
             return Err(format!(
@@ -161,31 +137,22 @@ impl BatchCodec for PackedUserOrders {
         })
     }
 
-    fn refusal_of_reject(&self, code: RejectCode, message: &str) -> Option<PackedRefusal> {
-        if code != RejectCode::CanisterReject {
-            return None;
-        }
-        let (name, detail) = message.split_once(": ").unwrap_or((message, ""));
-        let detail = detail.to_owned();
-        Some(match name {
-            "TooOld" => PackedRefusal::TooOld(detail),
-            "CreatedInFuture" => PackedRefusal::CreatedInFuture(detail),
-            "DigestMismatch" => PackedRefusal::DigestMismatch(detail),
-            "StoreFull" => PackedRefusal::StoreFull(detail),
-            _ => PackedRefusal::Write(WriteError::from_reject(message)?),
-        })
+    /// None: the canister refuses with a typed `Err`, never with a reject.
+    fn refusal_of_reject(&self, _code: RejectCode, _message: &str) -> Option<WriteError> {
+        None
     }
 
-    fn refusal_kind(&self, refusal: &PackedRefusal) -> RefusalKind {
+    fn refusal_kind(&self, refusal: &WriteError) -> RefusalKind {
         match refusal {
-            PackedRefusal::TooOld(_) => RefusalKind::TooOld,
-            PackedRefusal::StoreFull(_)
-            | PackedRefusal::Write(WriteError::Database(_))
-            | PackedRefusal::Write(WriteError::QueueFull { .. })
-            | PackedRefusal::Write(WriteError::QueueBytesFull { .. }) => RefusalKind::Retry,
-            PackedRefusal::CreatedInFuture(_)
-            | PackedRefusal::DigestMismatch(_)
-            | PackedRefusal::Write(_) => RefusalKind::Final,
+            WriteError::TooOld { .. } => RefusalKind::TooOld,
+            WriteError::StoreFull { .. }
+            | WriteError::Database(_)
+            | WriteError::QueueFull { .. }
+            | WriteError::QueueBytesFull { .. } => RefusalKind::Retry,
+            WriteError::CreatedInFuture { .. }
+            | WriteError::DigestMismatch { .. }
+            | WriteError::Invalid(_)
+            | WriteError::NotAuthorized => RefusalKind::Final,
         }
     }
 

@@ -19,7 +19,7 @@ pub mod tokio_driver;
 pub use batcher::{
     BatchError, Batcher, BatcherStats, Due, InFlight, Next, OpFuture, OpResult, SubmitError,
 };
-pub use codec::{BatchCodec, BatchKey, PackedRefusal, PackedUserOrders, RefusalKind, Reply};
+pub use codec::{BatchCodec, BatchKey, PackedUserOrders, RefusalKind, Reply};
 pub use config::{
     BatcherConfig, ConfigError, DEFAULT_MAX_BATCH_OPS, ENVELOPE_RESERVE_BYTES, IC_MAX_MESSAGE_BYTES,
 };

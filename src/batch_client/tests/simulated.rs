@@ -13,8 +13,8 @@ use std::time::Duration;
 
 use batch_core::rusqlite::Connection;
 use batch_core::{
-    BatchDigest, BatchKey as CoreKey, Budget, CountingMeter, DedupConfig, DedupError, Deduplicator,
-    OpOutcome, SqlValue, WriteOp,
+    BatchDigest, BatchKey as CoreKey, Budget, CountingMeter, DedupConfig, Deduplicator, OpOutcome,
+    SqlValue, WriteOp,
 };
 use bench_api::packed::{decode_keyed_ops, encode_keyed_outcomes, keyed_ops_body};
 use bench_api::schema::{
@@ -22,8 +22,8 @@ use bench_api::schema::{
 };
 use bench_api::{OpError, Outcome, UserOrderOp, WriteError, wire};
 use ic_batch_client::{
-    BatchError, Batcher, BatcherConfig, BatcherStats, OpResult, PackedRefusal, PackedUserOrders,
-    RejectCode, SendError, Transport, tokio_driver,
+    BatchError, Batcher, BatcherConfig, BatcherStats, OpResult, PackedUserOrders, RejectCode,
+    SendError, Transport, tokio_driver,
 };
 
 const MS: u64 = 1_000_000;
@@ -93,10 +93,8 @@ impl Canister {
 
     /// One update call of the keyed packed batch method at the clients' time `now`.
     fn execute(&self, caller: &[u8], request: &[u8], now: u64) -> Result<Vec<u8>, SendError> {
-        let reject = |message: String| SendError::Rejected {
-            code: RejectCode::CanisterReject,
-            message,
-        };
+        let refused = |e: WriteError| Ok(wire::encode_packed_result(Err(e)));
+        let invalid = |e: bench_api::packed::PackedError| WriteError::Invalid(e.to_string());
         self.with(|st| {
             if st.stopped {
                 return Err(SendError::Rejected {
@@ -105,12 +103,17 @@ impl Canister {
                 });
             }
             if !st.authorized {
-                return Err(reject(WriteError::NotAuthorized.to_string()));
+                return refused(WriteError::NotAuthorized);
             }
             let now = now.saturating_add_signed(st.skew_ns);
-            let blob = wire::decode_blob(request).map_err(|e| reject(format!("Invalid: {e}")))?;
-            let (key, ops) = decode_keyed_ops(&blob, bench_api::MAX_CLIENT_BATCH)
-                .map_err(|e| reject(format!("Invalid: {e}")))?;
+            let blob = match wire::decode_blob(request) {
+                Ok(blob) => blob,
+                Err(e) => return refused(WriteError::Invalid(e.to_string())),
+            };
+            let (key, ops) = match decode_keyed_ops(&blob, bench_api::MAX_CLIENT_BATCH) {
+                Ok(decoded) => decoded,
+                Err(e) => return refused(invalid(e)),
+            };
             let (_, body) = keyed_ops_body(&blob).expect("decoded above");
             let key = CoreKey {
                 created_at_time_ns: key.created_at_time_ns,
@@ -134,17 +137,14 @@ impl Canister {
                         st.executions += 1;
                     }
                     let outcomes: Vec<Outcome> = batch.outcomes.into_iter().map(outcome).collect();
-                    Ok(wire::encode_blob(&encode_keyed_outcomes(
+                    Ok(wire::encode_packed_result(Ok(encode_keyed_outcomes(
                         batch.duplicate,
                         &outcomes,
-                    )))
+                    ))))
                 }
-                Err(DedupError::Flush(error)) => {
-                    Err(reject(WriteError::Database(error.to_string()).to_string()))
-                }
-                // TooOld, CreatedInFuture, DigestMismatch, StoreFull: their text starts with
-                // their name, as the canister's rejects do.
-                Err(error) => Err(reject(error.to_string())),
+                // As the canister answers: TooOld, CreatedInFuture, DigestMismatch, StoreFull,
+                // Database.
+                Err(error) => refused(ic_rusqlite_batch::types::dedup_refusal(error)),
             }
         })
     }
@@ -350,7 +350,11 @@ impl Transport for Net {
 }
 
 fn outcomes_of(reply: &[u8]) -> (Vec<Outcome>, bool) {
-    let blob = wire::decode_blob(reply).expect("blob");
+    let bench_api::PackedResult::Ok(blob) =
+        candid::decode_one::<bench_api::PackedResult>(reply).expect("a packed result")
+    else {
+        panic!("refused")
+    };
     let reply = bench_api::packed::decode_keyed_outcomes(&blob, usize::MAX).expect("keyed reply");
     (reply.outcomes, reply.duplicate)
 }
@@ -591,7 +595,7 @@ async fn a_key_past_its_window_is_unknown_if_it_may_have_run_and_refused_if_it_d
     assert!(
         matches!(
             &results[0],
-            Err(BatchError::Refused(PackedRefusal::TooOld(_)))
+            Err(BatchError::Refused(WriteError::TooOld { .. }))
         ),
         "{results:?}"
     );
@@ -621,7 +625,7 @@ async fn a_client_clock_ahead_of_the_canister_is_refused_per_op_body() {
         assert!(
             matches!(
                 result,
-                Err(BatchError::Refused(PackedRefusal::CreatedInFuture(_)))
+                Err(BatchError::Refused(WriteError::CreatedInFuture { .. }))
             ),
             "{result:?}"
         );
@@ -718,12 +722,7 @@ async fn a_refusal_of_the_whole_batch_reaches_every_op_body() {
     )));
     let (results, stats) = run_ops(&net, config(), &[1, 2, 3], clock.clone()).await;
     for result in &results {
-        assert_eq!(
-            result,
-            &Err(BatchError::Refused(PackedRefusal::Write(
-                WriteError::NotAuthorized
-            )))
-        );
+        assert_eq!(result, &Err(BatchError::Refused(WriteError::NotAuthorized)));
     }
     assert_eq!((stats.attempts, stats.refused), (1, 3));
 
@@ -746,7 +745,7 @@ async fn a_refusal_of_the_whole_batch_reaches_every_op_body() {
                 assert!(
                     matches!(
                         &result,
-                        Err(BatchError::Refused(PackedRefusal::DigestMismatch(_)))
+                        Err(BatchError::Refused(WriteError::DigestMismatch { .. }))
                     ),
                     "{result:?}"
                 );

@@ -1,6 +1,7 @@
 /**
  * What a batch looks like on the wire: the {@link BatchCodec} interface, and the reference
- * canister's keyed packed batch ({@link PackedUserOrders}) sent as a Candid `blob`.
+ * canister's keyed packed batch ({@link PackedUserOrders}) sent as a Candid `blob` and answered
+ * with a `PackedResult` (`variant { Ok : blob; Err : WriteError }`).
  */
 import { IDL } from '@icp-sdk/core/candid';
 
@@ -47,33 +48,68 @@ export interface BatchCodec<Op, O, R> {
   describe(refusal: R): string;
 }
 
-/** Why the reference canister refused a keyed batch: the name of the reject and its detail. */
+/**
+ * The reference canister's `WriteError` (ic-rusqlite-batch's typed refusal), as the JS agent's
+ * Candid decoder gives it: one key, the variant's name.
+ */
+export type WriteError =
+  | { QueueFull: { capacity: bigint } }
+  | { QueueBytesFull: { pending_bytes: bigint; capacity_bytes: bigint } }
+  | { Invalid: string }
+  | { NotAuthorized: null }
+  | { Database: string }
+  | { TooOld: { created_at_time: bigint; now: bigint; oldest_accepted: bigint } }
+  | { CreatedInFuture: { created_at_time: bigint; now: bigint; newest_accepted: bigint } }
+  | { DigestMismatch: { created_at_time: bigint } }
+  | { StoreFull: { keys_held: bigint; max_keys: bigint; bytes_held: bigint; max_bytes: bigint } };
+
+/** `WriteError`'s Candid type (the canister's `.did`). */
+export const WRITE_ERROR = IDL.Variant({
+  QueueFull: IDL.Record({ capacity: IDL.Nat64 }),
+  QueueBytesFull: IDL.Record({ pending_bytes: IDL.Nat64, capacity_bytes: IDL.Nat64 }),
+  Invalid: IDL.Text,
+  NotAuthorized: IDL.Null,
+  Database: IDL.Text,
+  TooOld: IDL.Record({ created_at_time: IDL.Nat64, now: IDL.Nat64, oldest_accepted: IDL.Nat64 }),
+  CreatedInFuture: IDL.Record({ created_at_time: IDL.Nat64, now: IDL.Nat64, newest_accepted: IDL.Nat64 }),
+  DigestMismatch: IDL.Record({ created_at_time: IDL.Nat64 }),
+  StoreFull: IDL.Record({ keys_held: IDL.Nat64, max_keys: IDL.Nat64, bytes_held: IDL.Nat64, max_bytes: IDL.Nat64 }),
+});
+
+const BLOB = IDL.Vec(IDL.Nat8);
+
+/** `execute_batch_packed`'s reply: `variant { Ok : blob; Err : WriteError }`. */
+export const PACKED_RESULT = IDL.Variant({ Ok: BLOB, Err: WRITE_ERROR });
+
+/** Why the reference canister refused a keyed batch: its typed error, its name, and its fields as text. */
 export interface PackedRefusal {
   /**
-   * `TooOld`, `CreatedInFuture`, `DigestMismatch`, `StoreFull` (the deduplication store), or a
-   * `WriteError` (`QueueFull`, `QueueBytesFull`, `Invalid`, `NotAuthorized`, `Database`).
+   * `TooOld`, `CreatedInFuture`, `DigestMismatch`, `StoreFull` (the deduplication store),
+   * `QueueFull`, `QueueBytesFull`, `Invalid`, `NotAuthorized` or `Database`.
    */
   name: string;
   detail: string;
+  error: WriteError;
 }
 
-const KNOWN_REFUSALS = new Set([
-  'TooOld',
-  'CreatedInFuture',
-  'DigestMismatch',
-  'StoreFull',
-  'QueueFull',
-  'QueueBytesFull',
-  'Invalid',
-  'NotAuthorized',
-  'Database',
-]);
 const RETRY_REFUSALS = new Set(['StoreFull', 'Database', 'QueueFull', 'QueueBytesFull']);
+
+/** The refusal `error` stands for. */
+export function refusalOf(error: WriteError): PackedRefusal {
+  const [[name, value]] = Object.entries(error) as [[string, unknown]];
+  const detail =
+    value === null
+      ? ''
+      : typeof value === 'string'
+        ? value
+        : Object.entries(value as Record<string, bigint>)
+            .map(([field, v]) => `${field} ${v}`)
+            .join(', ');
+  return { name, detail, error };
+}
 
 /** Candid framing of a blob argument: magic, type table, argument type, LEB128 length. */
 const CANDID_BLOB_FRAMING = 4 + 1 + 2 + 1 + 1 + 3;
-const BLOB = IDL.Vec(IDL.Nat8);
-
 /** The reference canister's keyed packed batch (request version 2, reply version 3). */
 export class PackedUserOrders implements BatchCodec<UserOrderOp, Outcome, PackedRefusal> {
   readonly headerLen = CANDID_BLOB_FRAMING + KEYED_HEADER_BYTES;
@@ -87,7 +123,9 @@ export class PackedUserOrders implements BatchCodec<UserOrderOp, Outcome, Packed
   }
 
   decode(reply: Uint8Array, ops: number): Reply<Outcome, PackedRefusal> {
-    const [blob] = IDL.decode([BLOB], reply) as [Uint8Array | number[]];
+    const [result] = IDL.decode([PACKED_RESULT], reply) as [{ Ok: Uint8Array | number[] } | { Err: WriteError }];
+    if ('Err' in result) return { kind: 'refused', refusal: refusalOf(result.Err) };
+    const blob = result.Ok;
     const decoded = decodeKeyedOutcomes(blob instanceof Uint8Array ? blob : Uint8Array.from(blob), ops);
     if (decoded.outcomes.length !== ops) {
       throw new Error(`${decoded.outcomes.length} outcomes for a batch of ${ops} ops`);
@@ -95,12 +133,9 @@ export class PackedUserOrders implements BatchCodec<UserOrderOp, Outcome, Packed
     return { kind: 'executed', outcomes: decoded.outcomes, duplicate: decoded.duplicate };
   }
 
-  refusalOfReject(code: RejectCode, message: string): PackedRefusal | undefined {
-    if (code !== RejectCode.CanisterReject) return undefined;
-    const at = message.indexOf(': ');
-    const name = at < 0 ? message : message.slice(0, at);
-    if (!KNOWN_REFUSALS.has(name)) return undefined;
-    return { name, detail: at < 0 ? '' : message.slice(at + 2) };
+  /** Never: the canister refuses with a typed `Err`, not with a reject. */
+  refusalOfReject(_code: RejectCode, _message: string): PackedRefusal | undefined {
+    return undefined;
   }
 
   refusalKind(refusal: PackedRefusal): RefusalKind {

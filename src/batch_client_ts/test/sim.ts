@@ -3,6 +3,7 @@
 import { IDL } from '@icp-sdk/core/candid';
 
 import type { Scheduler } from '../src/batcher.js';
+import { PACKED_RESULT, type WriteError } from '../src/codec.js';
 import {
   type Outcome,
   type UserOrderOp,
@@ -58,7 +59,9 @@ const hex = (bytes: Uint8Array) => Buffer.from(bytes).toString('hex');
 /** A reply's outcomes (without its duplicate flag), or the error, as text. */
 function describe(answer: Uint8Array | SendError): string {
   if (answer instanceof SendError) return `${answer.kind} ${answer.code}: ${answer.message}`;
-  const [raw] = IDL.decode([BLOB], answer) as [Uint8Array | number[]];
+  const [result] = IDL.decode([PACKED_RESULT], answer) as [{ Ok: Uint8Array | number[] } | { Err: WriteError }];
+  if ('Err' in result) return JSON.stringify(result.Err, (_, value: unknown) => (typeof value === 'bigint' ? value.toString() : value));
+  const raw = result.Ok;
   const blob = raw instanceof Uint8Array ? raw : Uint8Array.from(raw);
   const { outcomes } = decodeKeyedOutcomes(blob, 10_000);
   return JSON.stringify(outcomes, (_, value: unknown) => (typeof value === 'bigint' ? value.toString() : value));
@@ -85,20 +88,28 @@ export class SimCanister {
   readonly driftNs = 60n * SECOND_NS;
 
   execute(caller: string, request: Uint8Array, nowNs: bigint): Uint8Array {
-    const reject = (message: string) => SendError.rejected(RejectCode.CanisterReject, message);
+    // As the canister answers a refusal: `PackedResult::Err` with the typed error.
+    const refused = (error: WriteError) => new Uint8Array(IDL.encode([PACKED_RESULT], [{ Err: error }]));
     if (this.stopped) throw SendError.rejected(RejectCode.CanisterError, 'canister is stopped');
-    if (!this.authorized) throw reject('NotAuthorized: only controllers and registered writers may call this method');
+    if (!this.authorized) return refused({ NotAuthorized: null });
     const [raw] = IDL.decode([BLOB], request) as [Uint8Array | number[]];
     const blob = raw instanceof Uint8Array ? raw : Uint8Array.from(raw);
     const { key, body } = keyedOpsBody(blob);
     const { ops } = decodeKeyedOps(blob, 10_000);
     const now = nowNs + this.skewNs;
-    if (key.createdAtTimeNs < now - this.windowNs - this.driftNs) throw reject(`TooOld: created at ${key.createdAtTimeNs}`);
-    if (key.createdAtTimeNs > now + this.driftNs) throw reject(`CreatedInFuture: created at ${key.createdAtTimeNs}`);
+    const oldest = now - this.windowNs - this.driftNs;
+    if (key.createdAtTimeNs < oldest) {
+      return refused({ TooOld: { created_at_time: key.createdAtTimeNs, now, oldest_accepted: oldest } });
+    }
+    if (key.createdAtTimeNs > now + this.driftNs) {
+      return refused({
+        CreatedInFuture: { created_at_time: key.createdAtTimeNs, now, newest_accepted: now + this.driftNs },
+      });
+    }
     const id = `${caller}/${key.createdAtTimeNs}/${hex(key.id)}`;
     const recorded = this.records.get(id);
     if (recorded !== undefined) {
-      if (recorded.body !== hex(body)) throw reject(`DigestMismatch: the key ${id} was already used`);
+      if (recorded.body !== hex(body)) return refused({ DigestMismatch: { created_at_time: key.createdAtTimeNs } });
       return this.reply(true, recorded.outcomes);
     }
     const outcomes = ops.map((op, i) => this.run(op, i));
@@ -123,7 +134,7 @@ export class SimCanister {
   }
 
   private reply(duplicate: boolean, outcomes: Outcome[]): Uint8Array {
-    return new Uint8Array(IDL.encode([BLOB], [encodeKeyedOutcomes(duplicate, outcomes)]));
+    return new Uint8Array(IDL.encode([PACKED_RESULT], [{ Ok: encodeKeyedOutcomes(duplicate, outcomes) }]));
   }
 }
 

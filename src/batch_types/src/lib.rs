@@ -241,65 +241,6 @@ impl std::fmt::Display for WriteError {
 
 impl std::error::Error for WriteError {}
 
-impl WriteError {
-    /// The error a reject message of the single-op methods stands for (the inverse of
-    /// [`std::fmt::Display`] for the variant; the message text is kept for `Invalid` and
-    /// `Database`), if it is one.
-    pub fn from_reject(message: &str) -> Option<WriteError> {
-        let (variant, rest) = message.split_once(": ")?;
-        Some(match variant {
-            "QueueFull" => WriteError::QueueFull {
-                capacity: rest.split(' ').next()?.parse().ok()?,
-            },
-            "QueueBytesFull" => {
-                let mut words = rest.split(' ');
-                let pending_bytes = words.next()?.parse().ok()?;
-                let capacity_bytes = words.nth(1)?.parse().ok()?;
-                WriteError::QueueBytesFull {
-                    pending_bytes,
-                    capacity_bytes,
-                }
-            }
-            "Invalid" => WriteError::Invalid(rest.to_owned()),
-            "NotAuthorized" => WriteError::NotAuthorized,
-            "Database" => WriteError::Database(rest.to_owned()),
-            "TooOld" | "CreatedInFuture" => {
-                // "created_at_time C ns is before|after the ... accepted A ns (now N ns ..."
-                let words: Vec<&str> = rest.split(' ').collect();
-                let number = |i: usize| words.get(i)?.trim_start_matches('(').parse().ok();
-                let (created_at_time, accepted, now) = (number(1)?, number(8)?, number(11)?);
-                if variant == "TooOld" {
-                    WriteError::TooOld {
-                        created_at_time,
-                        now,
-                        oldest_accepted: accepted,
-                    }
-                } else {
-                    WriteError::CreatedInFuture {
-                        created_at_time,
-                        now,
-                        newest_accepted: accepted,
-                    }
-                }
-            }
-            "DigestMismatch" => WriteError::DigestMismatch {
-                created_at_time: rest.split(' ').nth(1)?.parse().ok()?,
-            },
-            "StoreFull" => {
-                let words: Vec<&str> = rest.split(' ').collect();
-                let number = |i: usize| words.get(i)?.trim_end_matches([',', ';']).parse().ok();
-                WriteError::StoreFull {
-                    keys_held: number(1)?,
-                    max_keys: number(3)?,
-                    bytes_held: number(5)?,
-                    max_bytes: number(7)?,
-                }
-            }
-            _ => return None,
-        })
-    }
-}
-
 /// Where a queued write is.
 #[derive(CandidType, Deserialize, Clone, Debug, PartialEq)]
 pub enum TicketStatus {
@@ -378,6 +319,23 @@ pub struct Stats {
     pub keys_pruned: u64,
 }
 
+/// Why a query failed (the database answered an error).
+#[derive(CandidType, Deserialize, Clone, Debug, PartialEq, Eq)]
+pub enum QueryError {
+    /// SQLite's error running the query, as text.
+    Database(String),
+}
+
+impl std::fmt::Display for QueryError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            QueryError::Database(reason) => write!(f, "Database: {reason}"),
+        }
+    }
+}
+
+impl std::error::Error for QueryError {}
+
 // ---------------------------------------------------------------- controller SQL
 
 /// A value bound to a `?N` parameter of controller SQL.
@@ -444,12 +402,10 @@ macro_rules! named_results {
 }
 
 named_results! {
-    /// The result of `execute_sql` (the single-op methods reply with an [`Outcome`] and refuse
-    /// with a reject).
+    /// The result of an unbatched write (`execute_sql`, and a canister's typed writes).
     WriteResult(Outcome, WriteError);
-    /// The result of `submit_sql` (the `submit_*` methods reply with a [`Ticket`] and refuse with
-    /// a reject). A submit that filled a batch has flushed it; `stats` and `ticket_status` tell
-    /// what that flush did.
+    /// The result of a batched write (`submit_sql`, and a canister's typed submits). A submit
+    /// that filled a batch has flushed it; `stats` and `ticket_status` tell what that flush did.
     SubmitResult(Ticket, WriteError);
     /// The result of `flush`.
     FlushResult(FlushSummary, WriteError);

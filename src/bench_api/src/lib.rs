@@ -9,8 +9,8 @@ use candid::{CandidType, Deserialize, Principal};
 
 pub use batch_types::{
     AdminResult, BatchKey, BatchResult, FlushResult, FlushSummary, InitArgs, OpError, Outcome,
-    Settings, SqlParam, SqlStatement, Stats, SubmitResult, Ticket, TicketStatus, WriteAccess,
-    WriteError, WriteResult,
+    QueryError, Settings, SqlParam, SqlStatement, Stats, SubmitResult, Ticket, TicketStatus,
+    WriteAccess, WriteError, WriteResult,
 };
 
 pub mod fixture;
@@ -158,14 +158,17 @@ impl UserOrderOp {
 }
 
 named_results! {
+    /// The result of `execute_batch_packed`: the packed outcomes (`packed`), or why the batch
+    /// was refused whole (nothing of it ran).
+    PackedResult(serde_bytes::ByteBuf, WriteError);
     /// The result of `counts`.
-    CountsResult(Counts, String);
+    CountsResult(Counts, QueryError);
     /// The result of `user_orders`.
-    UserOrdersResult(Vec<UserOrder>, String);
+    UserOrdersResult(Vec<UserOrder>, QueryError);
     /// The result of `orders`.
-    OrdersResult(Vec<Order>, String);
+    OrdersResult(Vec<Order>, QueryError);
     /// The result of `users_by_email_prefix`.
-    UsersResult(Vec<User>, String);
+    UsersResult(Vec<User>, QueryError);
 }
 
 /// and writers, or by anyone in [`WriteAccess::Open`].

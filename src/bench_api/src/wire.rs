@@ -3,16 +3,19 @@
 //!
 //! `candid` builds the type table of a reply (and type-checks an argument) on every call: for
 //! `submit_create_order` that was about 129,000 of its 157,000 instructions, far more than queuing
-//! the op. And every reply byte costs 50 instructions (`ic0.msg_reply_data_append`), so the hot
-//! calls reply with small types (a `Ticket`, an `Outcome`) and refuse with a reject. Their types
-//! never change, so:
-//! - a reply's bytes are a fixed prefix (the header, the type table, and for a variant the index of
-//!   its case), computed once with `candid`, followed by the value's few bytes;
+//! the op. And every reply byte costs 50 instructions (`ic0.msg_reply_data_append`). The hot
+//! calls reply with typed results (`variant { Ok : T; Err : WriteError }`), whose success
+//! replies never change shape, so:
+//! - a success reply is encoded as its `Ok` case alone ([`OkOnly`], a Candid subtype of the
+//!   result: no type table for the error), whose bytes are a fixed prefix (the header, the type
+//!   table, the index of the case), computed once with `candid`, followed by the value's few
+//!   bytes; an error reply is encoded by `candid` in full;
 //! - an argument is read directly when it has the exact encoding every Candid library emits for
 //!   it (no type table, primitive argument types); any other encoding, equally valid, goes through
 //!   `candid`'s full decoder, so nothing a client may send is refused.
 //!
-//! The tests check every codec against `candid` byte for byte, for arbitrary values. A canister
+//! The tests check every codec against `candid` byte for byte, for arbitrary values, and that
+//! `candid` decodes each success reply as the method's full result type. A canister
 //! uses them with `#[ic_cdk::update(decode_with = "...", encode_with = "...")]`, keeping the
 //! method's Candid types in its interface.
 
@@ -21,7 +24,7 @@ use std::sync::OnceLock;
 use candid::CandidType;
 use candid::utils::ArgumentDecoder;
 
-use crate::{Outcome, Ticket};
+use crate::{Outcome, PackedResult, SubmitResult, Ticket, WriteError, WriteResult};
 
 /// The magic bytes every Candid message starts with.
 const MAGIC: &[u8; 4] = b"DIDL";
@@ -140,12 +143,7 @@ pub fn encode_blob(blob: &[u8]) -> Vec<u8> {
     let mut out = Vec::with_capacity(MAGIC.len() + BLOB_TYPES.len() + 10 + blob.len());
     out.extend_from_slice(MAGIC);
     out.extend_from_slice(&BLOB_TYPES);
-    let mut len = blob.len() as u64;
-    while len >= 0x80 {
-        out.push(len as u8 | 0x80);
-        len >>= 7;
-    }
-    out.push(len as u8);
+    push_leb128(&mut out, blob.len() as u64);
     out.extend_from_slice(blob);
     out
 }
@@ -171,15 +169,42 @@ impl Template {
     }
 }
 
-/// Encodes the reply of a `submit_*` method, its ticket (`(nat64)`, 15 bytes).
-pub fn encode_ticket(ticket: Ticket) -> Vec<u8> {
-    static TICKET: OnceLock<Template> = OnceLock::new();
-    TICKET
-        .get_or_init(|| Template::new(&0u64, 8))
-        .with(&ticket.to_le_bytes())
+/// The `Ok` case alone of a Candid result: `variant { Ok : T }`. Candid's subtyping makes it a
+/// valid encoding of `variant { Ok : T; Err : E }` for every `E` (a variant with fewer cases
+/// is a subtype), so a success reply carries no type table for the error: a few bytes instead
+/// of `WriteError`'s ~250 (each reply byte costs 50 instructions).
+#[derive(CandidType)]
+pub enum OkOnly<T> {
+    /// Success.
+    Ok(T),
 }
 
-/// The committed-outcome template of [`Outcome`], and where its two fields go.
+/// [`Outcome`]'s committed case alone (`variant { Committed : record { .. } }`), a subtype of
+/// `Outcome` as [`OkOnly`] is of a result.
+#[derive(CandidType)]
+pub enum CommittedOnly {
+    /// Committed.
+    Committed {
+        /// Rows it inserted, updated or deleted.
+        rows_changed: u64,
+        /// Rowid of the row it inserted last.
+        last_insert_rowid: i64,
+    },
+}
+
+/// Encodes the reply of a `submit_*` method, [`SubmitResult`]: `Ok` from a fixed prefix (as
+/// `variant { Ok : nat64 }`, 24 bytes), `Err` with `candid`.
+pub fn encode_submit_result(result: Result<Ticket, WriteError>) -> Vec<u8> {
+    static TICKET: OnceLock<Template> = OnceLock::new();
+    match result {
+        Ok(ticket) => TICKET
+            .get_or_init(|| Template::new(&OkOnly::Ok(0u64), 8))
+            .with(&ticket.to_le_bytes()),
+        Err(e) => candid::encode_one(SubmitResult::Err(e)).expect("a reply encodes"),
+    }
+}
+
+/// The committed-outcome template of [`WriteResult`], and where its two fields go.
 struct CommittedTemplate {
     template: Template,
     /// `rows_changed` comes before `last_insert_rowid` in the encoding (Candid orders record
@@ -187,32 +212,29 @@ struct CommittedTemplate {
     rows_first: bool,
 }
 
-/// Encodes the reply of an unbatched write, its [`Outcome`]: `Committed { .. }` from a fixed
-/// prefix, `Failed` with `candid`.
-pub fn encode_outcome(outcome: Outcome) -> Vec<u8> {
+/// Encodes the reply of an unbatched write, [`WriteResult`]: `Ok(Committed { .. })` from a
+/// fixed prefix (as `variant { Ok : variant { Committed : record { .. } } }`), `Ok(Failed)` and
+/// `Err` with `candid`.
+pub fn encode_write_result(result: Result<Outcome, WriteError>) -> Vec<u8> {
     static COMMITTED: OnceLock<CommittedTemplate> = OnceLock::new();
-    let Outcome::Committed {
-        rows_changed,
-        last_insert_rowid,
-    } = outcome
-    else {
-        return candid::encode_one(outcome).expect("a reply encodes");
+    let (rows_changed, last_insert_rowid) = match result {
+        Ok(Outcome::Committed {
+            rows_changed,
+            last_insert_rowid,
+        }) => (rows_changed, last_insert_rowid),
+        other => return candid::encode_one(WriteResult::from(other)).expect("a reply encodes"),
+    };
+    let committed = |rows_changed, last_insert_rowid| {
+        OkOnly::Ok(CommittedOnly::Committed {
+            rows_changed,
+            last_insert_rowid,
+        })
     };
     let t = COMMITTED.get_or_init(|| {
-        let probe = candid::encode_one(Outcome::Committed {
-            rows_changed: 1,
-            last_insert_rowid: 0,
-        })
-        .expect("the sample reply encodes");
+        let probe = candid::encode_one(committed(1, 0)).expect("the sample reply encodes");
         let first_field = &probe[probe.len() - 16..probe.len() - 8];
         CommittedTemplate {
-            template: Template::new(
-                &Outcome::Committed {
-                    rows_changed: 0,
-                    last_insert_rowid: 0,
-                },
-                16,
-            ),
+            template: Template::new(&committed(0, 0), 16),
             rows_first: first_field == 1u64.to_le_bytes(),
         }
     });
@@ -225,6 +247,34 @@ pub fn encode_outcome(outcome: Outcome) -> Vec<u8> {
     value[..8].copy_from_slice(&first);
     value[8..].copy_from_slice(&second);
     t.template.with(&value)
+}
+
+/// Encodes the reply of `execute_batch_packed`, [`PackedResult`]: `Ok` as `variant { Ok : blob }`
+/// (the blob after a fixed prefix), `Err` with `candid`.
+pub fn encode_packed_result(result: Result<Vec<u8>, WriteError>) -> Vec<u8> {
+    static BLOB: OnceLock<Template> = OnceLock::new();
+    let blob = match result {
+        Ok(blob) => blob,
+        Err(e) => return candid::encode_one(PackedResult::Err(e)).expect("a reply encodes"),
+    };
+    // The empty blob's encoding ends with its length, one LEB128 byte (0).
+    let prefix = &BLOB
+        .get_or_init(|| Template::new(&OkOnly::Ok(serde_bytes::ByteBuf::new()), 1))
+        .prefix;
+    let mut out = Vec::with_capacity(prefix.len() + 10 + blob.len());
+    out.extend_from_slice(prefix);
+    push_leb128(&mut out, blob.len() as u64);
+    out.extend_from_slice(&blob);
+    out
+}
+
+/// Appends `n` as unsigned LEB128.
+fn push_leb128(out: &mut Vec<u8>, mut n: u64) {
+    while n >= 0x80 {
+        out.push(n as u8 | 0x80);
+        n >>= 7;
+    }
+    out.push(n as u8);
 }
 
 #[cfg(test)]

@@ -46,6 +46,8 @@ fn every_did_type_is_the_rust_type() {
     check::<BatchResult>("BatchResult", &mut checked);
     check::<BatchKey>("BatchKey", &mut checked);
     check::<AdminResult>("AdminResult", &mut checked);
+    check::<PackedResult>("PackedResult", &mut checked);
+    check::<QueryError>("QueryError", &mut checked);
     check::<CountsResult>("CountsResult", &mut checked);
     check::<UserOrdersResult>("UserOrdersResult", &mut checked);
     check::<UsersResult>("UsersResult", &mut checked);

@@ -557,10 +557,11 @@ fn codec_reply_ticket_candid() -> BenchResult {
     codec_bench(|| candid::encode_one(42u64).expect("encodes").len())
 }
 
-/// The same with the canister's hand codec (`bench_api::wire`), byte-identical.
+/// The typed reply of a `submit_*` method, `SubmitResult::Ok(ticket)`, with the canister's hand
+/// codec (`bench_api::wire`: the `Ok` case alone from a fixed prefix).
 #[bench(raw)]
-fn codec_reply_ticket_wire() -> BenchResult {
-    codec_bench(|| bench_api::wire::encode_ticket(42).len())
+fn codec_reply_submit_result_wire() -> BenchResult {
+    codec_bench(|| bench_api::wire::encode_submit_result(Ok(42)).len())
 }
 
 /// An unbatched write's reply, `Outcome::Committed`, with candid.
@@ -576,14 +577,15 @@ fn codec_reply_outcome_candid() -> BenchResult {
     })
 }
 
-/// The same with the hand codec.
+/// The typed reply of an unbatched write, `WriteResult::Ok(Outcome::Committed)`, with the hand
+/// codec.
 #[bench(raw)]
-fn codec_reply_outcome_wire() -> BenchResult {
+fn codec_reply_write_result_wire() -> BenchResult {
     codec_bench(|| {
-        bench_api::wire::encode_outcome(bench_api::Outcome::Committed {
+        bench_api::wire::encode_write_result(Ok(bench_api::Outcome::Committed {
             rows_changed: 1,
             last_insert_rowid: 42,
-        })
+        }))
         .len()
     })
 }
@@ -636,12 +638,14 @@ fn codec_reply_batch_1000_candid() -> BenchResult {
     })
 }
 
-/// The same outcomes packed (`execute_batch_packed`'s reply).
+/// The same outcomes packed (`execute_batch_packed`'s reply, `PackedResult::Ok`).
 #[bench(raw)]
 fn codec_reply_batch_1000_packed() -> BenchResult {
     let outcomes = codec_outcomes();
     bench_fn(|| {
-        let bytes = bench_api::wire::encode_blob(&bench_api::packed::encode_outcomes(&outcomes));
+        let bytes = bench_api::wire::encode_packed_result(Ok(bench_api::packed::encode_outcomes(
+            &outcomes,
+        )));
         std::hint::black_box(bytes);
     })
 }

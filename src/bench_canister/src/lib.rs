@@ -146,9 +146,10 @@ fn sql_op(statements: Vec<SqlStatement>) -> Result<WriteOp, WriteError> {
 // ---- the hot calls' codecs (see `bench_api::wire`) ----
 //
 // The unbatched and batched single-op methods decode their arguments and encode their replies
-// with hand-written Candid codecs: the same bytes as `candid`, without building the reply's type
-// table on every call. They reply with a small type (a `Ticket`, an `Outcome`: each reply byte
-// costs 50 instructions) and refuse with a reject naming the `WriteError`. Each is exported
+// with hand-written Candid codecs: bytes `candid` decodes as the method's types, without building
+// the reply's type table on every call. They reply with a typed result (`WriteResult`,
+// `SubmitResult`, `PackedResult`), a success as its `Ok` case alone (a Candid subtype: each
+// reply byte costs 50 instructions), an error in full. Each is exported
 // `hidden` with a manual reply (its ic-cdk signature would be `blob`), and its Candid signature is
 // declared by an interface-only function.
 
@@ -174,20 +175,14 @@ fn args_text_text(bytes: Vec<u8>) -> (String, String) {
     bench_api::wire::decode_text_text(&bytes).unwrap_or_else(|e| trap_decode(e))
 }
 
-/// Replies with the ticket, or refuses with a reject naming the error.
+/// Replies with the [`SubmitResult`].
 fn reply_ticket(result: Result<Ticket, WriteError>) {
-    match result {
-        Ok(ticket) => ic_cdk::api::msg_reply(bench_api::wire::encode_ticket(ticket)),
-        Err(e) => ic_cdk::api::msg_reject(e.to_string()),
-    }
+    ic_cdk::api::msg_reply(bench_api::wire::encode_submit_result(result));
 }
 
-/// Replies with the outcome, or refuses with a reject naming the error.
+/// Replies with the [`WriteResult`].
 fn reply_outcome(result: Result<Outcome, WriteError>) {
-    match result {
-        Ok(outcome) => ic_cdk::api::msg_reply(bench_api::wire::encode_outcome(outcome)),
-        Err(e) => ic_cdk::api::msg_reject(e.to_string()),
-    }
+    ic_cdk::api::msg_reply(bench_api::wire::encode_write_result(result));
 }
 
 /// Declares the Candid signature of a method exported with hand-written codecs.
@@ -207,15 +202,15 @@ macro_rules! interface {
 }
 
 interface! {
-    create_user(username: String, email: String) -> Outcome;
-    create_order(user_id: i64, amount: f64) -> Outcome;
-    update_order_amount(order_id: i64, amount: f64) -> Outcome;
-    delete_user_orders(user_id: i64) -> Outcome;
-    submit_create_user(username: String, email: String) -> Ticket;
-    submit_create_order(user_id: i64, amount: f64) -> Ticket;
-    submit_update_order_amount(order_id: i64, amount: f64) -> Ticket;
-    submit_delete_user_orders(user_id: i64) -> Ticket;
-    execute_batch_packed(ops: serde_bytes::ByteBuf) -> serde_bytes::ByteBuf;
+    create_user(username: String, email: String) -> WriteResult;
+    create_order(user_id: i64, amount: f64) -> WriteResult;
+    update_order_amount(order_id: i64, amount: f64) -> WriteResult;
+    delete_user_orders(user_id: i64) -> WriteResult;
+    submit_create_user(username: String, email: String) -> SubmitResult;
+    submit_create_order(user_id: i64, amount: f64) -> SubmitResult;
+    submit_update_order_amount(order_id: i64, amount: f64) -> SubmitResult;
+    submit_delete_user_orders(user_id: i64) -> SubmitResult;
+    execute_batch_packed(ops: serde_bytes::ByteBuf) -> bench_api::PackedResult;
 }
 
 // ---- unbatched writes: each call is its own autocommit transaction ----
@@ -293,7 +288,7 @@ fn set_read_only(read_only: bool) -> AdminResult {
 
 /// A client batch in one transaction. With a key (`opt BatchKey`, absent in calls that predate
 /// it), exactly once per caller and key: a repeat is answered `Duplicate` with the recorded
-/// outcomes (see [`keyed`]).
+/// outcomes (see `ic_rusqlite_batch::keyed`).
 #[ic_cdk::update]
 fn execute_batch(ops: Vec<UserOrderOp>, key: Option<bench_api::BatchKey>) -> BatchResult {
     let Some(key) = key else {
@@ -314,17 +309,14 @@ fn execute_batch(ops: Vec<UserOrderOp>, key: Option<bench_api::BatchKey>) -> Bat
 
 /// `execute_batch` with the ops and outcomes packed (`bench_api::packed`): an unkeyed request
 /// (version 1) is answered with outcomes (reply version 2), a keyed one (version 2) with the
-/// duplicate flag and outcomes (reply version 3); a refusal is a reject naming the error.
+/// duplicate flag and outcomes (reply version 3); a refusal is `Err` with the typed error.
 #[ic_cdk::update(hidden = true, manual_reply = true, decode_with = "args_blob")]
 fn execute_batch_packed(packed: Vec<u8>) {
     let caller = ic_cdk::api::msg_caller();
     let reply =
         batch::require_writer_as(&caller).and_then(|()| packed_batch(caller.as_slice(), &packed));
     batch::keyed::ensure_prune_timer();
-    match reply {
-        Ok(reply) => ic_cdk::api::msg_reply(bench_api::wire::encode_blob(&reply)),
-        Err(e) => ic_cdk::api::msg_reject(e.to_string()),
-    }
+    ic_cdk::api::msg_reply(bench_api::wire::encode_packed_result(reply));
 }
 
 /// The packed reply to a packed request of `caller`, who may write (see
@@ -438,14 +430,14 @@ fn settings() -> Settings {
     batch::settings()
 }
 
-fn query_error(e: impl std::fmt::Display) -> String {
-    e.to_string()
+fn query_error(e: impl std::fmt::Display) -> bench_api::QueryError {
+    bench_api::QueryError::Database(e.to_string())
 }
 
 #[ic_cdk::query]
 fn counts() -> CountsResult {
     batch::with_connection(|conn| {
-        let count = |table: &str| -> Result<u64, String> {
+        let count = |table: &str| -> Result<u64, bench_api::QueryError> {
             conn.query_row(&format!("SELECT COUNT(*) FROM {table}"), [], |r| {
                 r.get::<_, i64>(0)
             })

@@ -47,11 +47,10 @@ fn packed_keyed(
     let arg = serde_bytes::ByteBuf::from(packed::encode_keyed_ops(&key, ops));
     let exec = c.raw_update(caller, "execute_batch_packed", (arg,));
     match &exec.result {
-        MessageResult::Reply(bytes) => {
-            let blob = bench_api::wire::decode_blob(bytes).unwrap();
-            Ok(packed::decode_keyed_outcomes(&blob, ops.len()).unwrap())
-        }
-        MessageResult::Reject(4, message) => Err(WriteError::from_reject(message).unwrap()),
+        MessageResult::Reply(bytes) => match candid::decode_one::<PackedResult>(bytes).unwrap() {
+            PackedResult::Ok(blob) => Ok(packed::decode_keyed_outcomes(&blob, ops.len()).unwrap()),
+            PackedResult::Err(refusal) => Err(refusal),
+        },
         other => panic!("execute_batch_packed: {other:?}"),
     }
 }
@@ -170,7 +169,9 @@ fn a_new_keyed_packed_batch_runs_once_and_its_repeat_is_flagged() {
         let MessageResult::Reply(bytes) = &exec.result else {
             panic!("{:?}", exec.result)
         };
-        let blob = bench_api::wire::decode_blob(bytes).unwrap();
+        let PackedResult::Ok(blob) = candid::decode_one::<PackedResult>(bytes).unwrap() else {
+            panic!("refused")
+        };
         assert_eq!(blob[0], packed::REPLY_VERSION);
         let first = 6 + 5 * round;
         assert_eq!(

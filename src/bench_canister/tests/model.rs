@@ -411,8 +411,10 @@ fn random_run_matches_the_reference_model() {
                     Result::from(r).expect("executed")
                 } else {
                     let packed = serde_bytes::ByteBuf::from(bench_api::packed::encode_ops(&ops));
-                    let r: serde_bytes::ByteBuf =
-                        c.update_as(WRITER, "execute_batch_packed", (packed,));
+                    let r: PackedResult = c.update_as(WRITER, "execute_batch_packed", (packed,));
+                    let PackedResult::Ok(r) = r else {
+                        panic!("step {step}: refused: {r:?}")
+                    };
                     bench_api::packed::decode_outcomes(&r, ops.len()).expect("a packed reply")
                 };
                 assert_eq!(outcomes.len(), ops.len(), "step {step}");

@@ -12,13 +12,13 @@ fn unbatched_write_commits_in_the_call() {
     let mut c = Client::install(InitArgs::default());
     assert_eq!(c.create_user("alice"), 1);
     let exec = c.raw_update(CONTROLLER, "create_order", (1i64, 9.5f64));
-    let outcome: Outcome = bench_suite::client::decode("create_order", &exec);
+    let outcome: WriteResult = bench_suite::client::decode("create_order", &exec);
     assert_eq!(
         outcome,
-        Outcome::Committed {
+        WriteResult::Ok(Outcome::Committed {
             rows_changed: 1,
             last_insert_rowid: 1
-        }
+        })
     );
     assert!(exec.instructions > 10_000, "{}", exec.instructions);
     assert!(exec.billed_instructions >= exec.instructions);
@@ -298,8 +298,10 @@ fn a_packed_batch_matches_the_candid_batch() {
         let (exec, outcomes) = if packed {
             let arg = serde_bytes::ByteBuf::from(bench_api::packed::encode_ops(&ops));
             let exec = c.raw_update(CONTROLLER, "execute_batch_packed", (arg,));
-            let reply: serde_bytes::ByteBuf =
-                bench_suite::client::decode("execute_batch_packed", &exec);
+            let reply: PackedResult = bench_suite::client::decode("execute_batch_packed", &exec);
+            let PackedResult::Ok(reply) = reply else {
+                panic!("refused: {reply:?}")
+            };
             (
                 exec,
                 bench_api::packed::decode_outcomes(&reply, ops.len()).unwrap(),

@@ -522,9 +522,10 @@ pub fn codec_rows(benches: &BTreeMap<String, CanbenchFigures>) -> Vec<CodecRow> 
         as f64
         / 1_000.0;
     let batch_reply = len(candid::encode_one(BatchResult::Ok(outcomes.clone()))) / 1_000.0;
-    let packed_reply = bench_api::wire::encode_blob(&bench_api::packed::encode_outcomes(&outcomes))
-        .len() as f64
-        / 1_000.0;
+    let packed_reply =
+        bench_api::wire::encode_packed_result(Ok(bench_api::packed::encode_outcomes(&outcomes)))
+            .len() as f64
+            / 1_000.0;
     let rows: [(&str, &str, &str, u64, f64, &str); 11] = [
         (
             "codec_reply_submit_result_candid",
@@ -543,11 +544,11 @@ pub fn codec_rows(benches: &BTreeMap<String, CanbenchFigures>) -> Vec<CodecRow> 
             "call",
         ),
         (
-            "codec_reply_ticket_wire",
-            "reply `Ticket` (`nat64`), the submits",
-            "hand codec",
+            "codec_reply_submit_result_wire",
+            "reply `SubmitResult`, the submits",
+            "hand codec (`Ok` case alone)",
             1_000,
-            bench_api::wire::encode_ticket(42).len() as f64,
+            bench_api::wire::encode_submit_result(Ok(42)).len() as f64,
             "call",
         ),
         (
@@ -559,11 +560,11 @@ pub fn codec_rows(benches: &BTreeMap<String, CanbenchFigures>) -> Vec<CodecRow> 
             "call",
         ),
         (
-            "codec_reply_outcome_wire",
-            "reply `Outcome`, unbatched writes",
-            "hand codec",
+            "codec_reply_write_result_wire",
+            "reply `WriteResult`, unbatched writes",
+            "hand codec (`Ok` case alone)",
             1_000,
-            bench_api::wire::encode_outcome(committed).len() as f64,
+            bench_api::wire::encode_write_result(Ok(committed)).len() as f64,
             "call",
         ),
         (
@@ -698,12 +699,14 @@ mod tests {
     #[test]
     fn codec_rows_divide_by_the_calls_and_count_the_bytes() {
         let mut m = BTreeMap::new();
-        m.insert("codec_reply_ticket_wire".to_string(), bench(511_205));
+        m.insert("codec_reply_submit_result_wire".to_string(), bench(511_205));
         m.insert("codec_arg_batch_1000_packed".to_string(), bench(352_805));
         let rows = codec_rows(&m);
         assert_eq!(rows.len(), 2);
-        // Table order, not name order; a Ticket reply is `DIDL`, 0 types, 1 argument, nat64, 8 bytes.
-        assert_eq!((rows[0].per_unit, rows[0].bytes_per_unit), (511, 15.0));
+        // Table order, not name order; a typed ticket reply is `DIDL`, 1 type (`variant { Ok :
+        // nat64 }`: tag, 1 case, the hash of `Ok` in 3 bytes, nat64), 1 argument of type 0, the
+        // case 0 and 8 bytes.
+        assert_eq!((rows[0].per_unit, rows[0].bytes_per_unit), (511, 22.0));
         assert_eq!(rows[0].unit, "call");
         // 1,000 orders: a tag, the user id (1 varint byte up to 63, else 2), 8 float bytes; and the frame.
         assert_eq!(rows[1].per_unit, 352);

@@ -276,19 +276,13 @@ impl Client {
     }
 }
 
-/// The reply of a single-op method decoded as `R`, or the [`WriteError`] its reject names; panics
-/// on anything else (a trap, another reject).
+/// The typed reply of a write method (`variant { Ok : R; Err : WriteError }`) as a `Result`;
+/// panics on anything else (a trap, a reject).
 pub fn replied_or_refused<R: CandidType + for<'de> Deserialize<'de>>(
     method: &str,
     exec: &Execution,
 ) -> Result<R, WriteError> {
-    match &exec.result {
-        MessageResult::Reject(4, message) if exec.entry != "canister_inspect_message" => {
-            Err(WriteError::from_reject(message)
-                .unwrap_or_else(|| panic!("{method}: an unknown refusal: {message}")))
-        }
-        _ => Ok(decode(method, exec)),
-    }
+    decode::<Result<R, WriteError>>(method, exec)
 }
 
 /// Decodes a reply as `R`, or panics with the execution.

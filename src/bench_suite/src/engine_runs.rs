@@ -330,7 +330,10 @@ pub fn packed_arg(n: usize) -> Result<Vec<u8>> {
 
 /// The outcomes in a reply of `execute_batch_packed` that sent `n` ops.
 pub fn packed_outcomes(reply: &[u8], n: usize) -> Result<Vec<Outcome>> {
-    let blob = Decode!(reply, serde_bytes::ByteBuf)?;
+    let blob = match Decode!(reply, bench_api::PackedResult)? {
+        bench_api::PackedResult::Ok(blob) => blob,
+        bench_api::PackedResult::Err(refusal) => anyhow::bail!("refused: {refusal}"),
+    };
     Ok(bench_api::packed::decode_outcomes(&blob, n)?)
 }
 
@@ -430,9 +433,9 @@ pub fn run_mode_on(
                 let (user_id, amount) = order(i);
                 let arg = Encode!(&user_id, &amount)?;
                 let exec = c.update("create_order", &arg)?;
-                let out = Decode!(reply("create_order", &exec)?, Outcome)?;
+                let out = Decode!(reply("create_order", &exec)?, bench_api::WriteResult)?;
                 ensure!(
-                    matches!(out, Outcome::Committed { .. }),
+                    matches!(out, bench_api::WriteResult::Ok(Outcome::Committed { .. })),
                     "create_order {i}: {out:?}"
                 );
                 ok += 1;
@@ -447,7 +450,14 @@ pub fn run_mode_on(
                 let (user_id, amount) = order(i);
                 let arg = Encode!(&user_id, &amount)?;
                 let exec = c.update("submit_create_order", &arg)?;
-                Decode!(reply("submit_create_order", &exec)?, bench_api::Ticket)?;
+                let submitted = Decode!(
+                    reply("submit_create_order", &exec)?,
+                    bench_api::SubmitResult
+                )?;
+                ensure!(
+                    matches!(submitted, bench_api::SubmitResult::Ok(_)),
+                    "submit_create_order {i}: {submitted:?}"
+                );
                 messages.push(record(ingress("submit_create_order", &arg), &exec));
             }
             let mut pending = n as u64;

@@ -16,7 +16,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use anyhow::{Context, Result, anyhow, bail, ensure};
-use bench_api::{BatchResult, Counts, CountsResult, Outcome, Stats, Ticket, WriteResult};
+use bench_api::{BatchResult, Counts, CountsResult, Outcome, Stats, WriteResult};
 use candid::{CandidType, Decode, Deserialize, Encode, Principal};
 use offline_engine::{Charging, Settings};
 use pocket_ic::{PocketIc, PocketIcBuilder, Time};
@@ -262,9 +262,9 @@ pub fn run_mode(
             for i in 0..n {
                 let (user_id, amount) = order(i);
                 let reply = send("create_order", Encode!(&user_id, &amount)?)?;
-                let out = Decode!(&reply, Outcome)?;
+                let out = Decode!(&reply, WriteResult)?;
                 ensure!(
-                    matches!(out, Outcome::Committed { .. }),
+                    matches!(out, WriteResult::Ok(Outcome::Committed { .. })),
                     "create_order {i}: {out:?}"
                 );
             }
@@ -274,7 +274,11 @@ pub fn run_mode(
             for i in 0..n {
                 let (user_id, amount) = order(i);
                 let reply = send("submit_create_order", Encode!(&user_id, &amount)?)?;
-                Decode!(&reply, Ticket)?;
+                let submitted = Decode!(&reply, bench_api::SubmitResult)?;
+                ensure!(
+                    matches!(submitted, bench_api::SubmitResult::Ok(_)),
+                    "submit_create_order {i}: {submitted:?}"
+                );
             }
             progress.step(&format!(
                 "{} N={n}: advancing time for the timer flush",

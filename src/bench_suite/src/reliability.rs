@@ -960,9 +960,12 @@ pub fn budget_floor(
                 flushed.instructions
             } else {
                 let exec = c.canister.update_as(CONTROLLER, method, &arg)?;
-                let outcome: Outcome = crate::client::decode(method, &exec);
+                let outcome: bench_api::WriteResult = crate::client::decode(method, &exec);
                 ensure!(
-                    matches!(outcome, Outcome::Committed { .. }),
+                    matches!(
+                        outcome,
+                        bench_api::WriteResult::Ok(Outcome::Committed { .. })
+                    ),
                     "{method}: {outcome:?}"
                 );
                 exec.instructions

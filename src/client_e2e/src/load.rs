@@ -10,7 +10,7 @@ use std::fmt::Write as _;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use bench_api::{Outcome, Ticket, TicketStatus, UserOrderOp};
+use bench_api::{Outcome, Ticket, TicketStatus, UserOrderOp, WriteError};
 use candid::{Decode, Encode};
 use ic_batch_client::agent::AgentTransport;
 use ic_batch_client::{Batcher, BatcherConfig, PackedUserOrders, tokio_driver};
@@ -159,8 +159,9 @@ pub async fn run_path(
                             .call_and_wait()
                             .await;
                         let ok = matches!(
-                            r.ok().and_then(|b| Decode!(&b, Outcome).ok()),
-                            Some(Outcome::Committed { .. })
+                            r.ok()
+                                .and_then(|b| Decode!(&b, Result<Outcome, WriteError>).ok()),
+                            Some(Ok(Outcome::Committed { .. }))
                         );
                         if let Ok(mut d) = done.lock() {
                             d.push((offered_at, Instant::now(), ok));
@@ -172,7 +173,11 @@ pub async fn run_path(
                             .with_arg(Encode!(&name, &email).unwrap_or_default())
                             .call_and_wait()
                             .await;
-                        match r.ok().and_then(|b| Decode!(&b, Ticket).ok()) {
+                        match r
+                            .ok()
+                            .and_then(|b| Decode!(&b, Result<Ticket, WriteError>).ok())
+                            .and_then(Result::ok)
+                        {
                             Some(t) => {
                                 if let Ok(mut ts) = tickets.lock() {
                                     ts.push((t, offered_at));

@@ -16,8 +16,8 @@ use client_e2e::{Replica, counts, deploy, identity, upgrade};
 use ic_agent::Agent;
 use ic_batch_client::agent::AgentTransport;
 use ic_batch_client::{
-    BatchCodec, BatchError, Batcher, BatcherConfig, OpResult, PackedRefusal, PackedUserOrders,
-    Reply, SendError, Transport, tokio_driver,
+    BatchCodec, BatchError, Batcher, BatcherConfig, OpResult, PackedUserOrders, Reply, SendError,
+    Transport, tokio_driver,
 };
 
 const MS: u64 = 1_000_000;
@@ -268,7 +268,10 @@ fn a_key_past_the_window_or_ahead_of_the_canister_runs_nothing_and_says_why() {
         let (results, stats) = one_batch(transport, behind, "old", 3).await;
         for r in &results {
             assert!(
-                matches!(r, Err(BatchError::Refused(PackedRefusal::TooOld(_)))),
+                matches!(
+                    r,
+                    Err(BatchError::Refused(bench_api::WriteError::TooOld { .. }))
+                ),
                 "{r:?}"
             );
         }
@@ -281,7 +284,9 @@ fn a_key_past_the_window_or_ahead_of_the_canister_runs_nothing_and_says_why() {
             assert!(
                 matches!(
                     r,
-                    Err(BatchError::Refused(PackedRefusal::CreatedInFuture(_)))
+                    Err(BatchError::Refused(
+                        bench_api::WriteError::CreatedInFuture { .. }
+                    ))
                 ),
                 "{r:?}"
             );

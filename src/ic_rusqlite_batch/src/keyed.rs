@@ -95,7 +95,7 @@ pub fn run(caller: &[u8], batch: &KeyedBatch, now_ns: u64) -> Result<KeyedOutcom
             }
         })
     });
-    let batch = batch.map_err(write_error)?;
+    let batch = batch.map_err(crate::types::dedup_refusal)?;
     if !batch.duplicate {
         recorded(key.created_at_time_ns);
     }
@@ -103,47 +103,6 @@ pub fn run(caller: &[u8], batch: &KeyedBatch, now_ns: u64) -> Result<KeyedOutcom
         outcomes: batch.outcomes.into_iter().map(outcome).collect(),
         duplicate: batch.duplicate,
     })
-}
-
-/// What a keyed batch's refusal tells the caller.
-fn write_error(error: DedupError) -> WriteError {
-    match error {
-        DedupError::TooOld {
-            created_at_time_ns,
-            now_ns,
-            oldest_accepted_ns,
-        } => WriteError::TooOld {
-            created_at_time: created_at_time_ns,
-            now: now_ns,
-            oldest_accepted: oldest_accepted_ns,
-        },
-        DedupError::CreatedInFuture {
-            created_at_time_ns,
-            now_ns,
-            newest_accepted_ns,
-        } => WriteError::CreatedInFuture {
-            created_at_time: created_at_time_ns,
-            now: now_ns,
-            newest_accepted: newest_accepted_ns,
-        },
-        DedupError::DigestMismatch { key } => WriteError::DigestMismatch {
-            created_at_time: key.created_at_time_ns,
-        },
-        DedupError::StoreFull {
-            keys_held,
-            max_keys,
-            bytes_held,
-            max_bytes,
-            ..
-        } => WriteError::StoreFull {
-            keys_held,
-            max_keys,
-            bytes_held,
-            max_bytes,
-        },
-        DedupError::CallerTooLong { .. } => WriteError::Invalid(error.to_string()),
-        other => WriteError::Database(other.to_string()),
-    }
 }
 
 /// The moment a key created at `created_at_ns` becomes too old (and may be pruned).

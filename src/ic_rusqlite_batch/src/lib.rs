@@ -24,8 +24,8 @@ pub use keyed::{KeyedBatch, KeyedOutcomes};
 pub use settings::Floors;
 pub use types::{
     AdminResult, BatchKey, BatchResult, FlushResult, FlushSummary, InitArgs, OpError, Outcome,
-    Settings, SqlParam, SqlStatement, Stats, SubmitResult, Ticket, TicketStatus, WriteAccess,
-    WriteError, WriteResult,
+    QueryError, Settings, SqlParam, SqlStatement, Stats, SubmitResult, Ticket, TicketStatus,
+    WriteAccess, WriteError, WriteResult,
 };
 
 /// Defines a batched canister's lifecycle hooks and its standard methods, all thin calls into

@@ -4,7 +4,7 @@
 //! (`Result<T, WriteError>` is Candid's `variant { Ok : T; Err : WriteError }`, as are the named
 //! results `WriteResult`, `SubmitResult`, ...), or convert them to your own.
 
-use batch_core::{FlushReport, OpOutcome, OpStatus};
+use batch_core::{DedupError, FlushReport, OpOutcome, OpStatus};
 
 pub use batch_types::*;
 
@@ -56,5 +56,48 @@ pub fn status(status: OpStatus) -> TicketStatus {
         OpStatus::Evicted { committed } => TicketStatus::Evicted { committed },
         OpStatus::NotYours => TicketStatus::NotYours,
         OpStatus::Unknown => TicketStatus::Unknown,
+    }
+}
+
+/// What a keyed batch's refusal tells the caller: the window rules, a reused key and a full
+/// store as their own variants, a key's caller too long as `Invalid`, anything else (the
+/// store's or the transaction's failure) as `Database`.
+pub fn dedup_refusal(error: DedupError) -> WriteError {
+    match error {
+        DedupError::TooOld {
+            created_at_time_ns,
+            now_ns,
+            oldest_accepted_ns,
+        } => WriteError::TooOld {
+            created_at_time: created_at_time_ns,
+            now: now_ns,
+            oldest_accepted: oldest_accepted_ns,
+        },
+        DedupError::CreatedInFuture {
+            created_at_time_ns,
+            now_ns,
+            newest_accepted_ns,
+        } => WriteError::CreatedInFuture {
+            created_at_time: created_at_time_ns,
+            now: now_ns,
+            newest_accepted: newest_accepted_ns,
+        },
+        DedupError::DigestMismatch { key } => WriteError::DigestMismatch {
+            created_at_time: key.created_at_time_ns,
+        },
+        DedupError::StoreFull {
+            keys_held,
+            max_keys,
+            bytes_held,
+            max_bytes,
+            ..
+        } => WriteError::StoreFull {
+            keys_held,
+            max_keys,
+            bytes_held,
+            max_bytes,
+        },
+        DedupError::CallerTooLong { .. } => WriteError::Invalid(error.to_string()),
+        other => WriteError::Database(other.to_string()),
     }
 }

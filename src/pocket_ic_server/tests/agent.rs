@@ -14,7 +14,7 @@ use std::net::TcpStream;
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
-use bench_api::{Counts, Outcome};
+use bench_api::{Counts, Outcome, WriteError};
 use candid::{Decode, Encode, Principal};
 use ic_agent::agent::RejectCode;
 use ic_agent::identity::{
@@ -119,7 +119,9 @@ async fn create_user(
         .with_arg(Encode!(&name, &format!("{name}@example.com")).unwrap())
         .call_and_wait()
         .await?;
-    Ok(Decode!(&reply, Outcome).unwrap())
+    Ok(Decode!(&reply, Result<Outcome, WriteError>)
+        .unwrap()
+        .expect("committed or failed, not refused"))
 }
 
 async fn counts(agent: &Agent, canister: Principal) -> Counts {
@@ -410,15 +412,15 @@ fn an_identical_request_executes_once() {
             let ic_agent::agent::CallResponse::Response(bytes) = r else {
                 panic!("expected a synchronous answer");
             };
-            replies.push(Decode!(&bytes, Outcome).unwrap());
+            replies.push(Decode!(&bytes, Result<Outcome, WriteError>).unwrap());
         }
         assert_eq!(
             replies,
             vec![
-                Outcome::Committed {
+                Ok(Outcome::Committed {
                     rows_changed: 1,
                     last_insert_rowid: 1
-                };
+                });
                 3
             ]
         );
@@ -578,11 +580,11 @@ fn fault_hooks_drop_and_delay_answers_and_stop_canisters() {
             .await
             .expect("the status of the dropped call");
         assert_eq!(
-            Decode!(&reply, Outcome).unwrap(),
-            Outcome::Committed {
+            Decode!(&reply, Result<Outcome, WriteError>).unwrap(),
+            Ok(Outcome::Committed {
                 rows_changed: 1,
                 last_insert_rowid: 1
-            }
+            })
         );
         assert_eq!(counts(&agent, canister).await.users, 1);
         // A delayed answer.

@@ -10,7 +10,7 @@ mod common;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use bench_api::{Counts, CountsResult, InitArgs, Outcome, Ticket, TicketStatus};
+use bench_api::{Counts, CountsResult, InitArgs, Outcome, Ticket, TicketStatus, WriteError};
 use candid::{Decode, Encode, Principal};
 use common::*;
 use offline_engine::canbench::{self, BenchResult};
@@ -109,11 +109,11 @@ fn deployable_canister_writes_flushes_on_its_timer_and_keeps_data_across_an_upgr
         Encode!(&"alice", &"alice@example.com").unwrap(),
     );
     assert_eq!(
-        Decode!(&out, Outcome).unwrap(),
-        Outcome::Committed {
+        Decode!(&out, Result<Outcome, WriteError>).unwrap(),
+        Ok(Outcome::Committed {
             rows_changed: 1,
             last_insert_rowid: 1
-        }
+        })
     );
     // A refusal is a reject with code 4 (CanisterReject): here a caller that is not a writer.
     let stranger = Principal::from_slice(&[0x5e, 0x12]);
@@ -132,7 +132,7 @@ fn deployable_canister_writes_flushes_on_its_timer_and_keeps_data_across_an_upgr
     );
     // A submit replies with its ticket; the op waits in the queue.
     let out = call("submit_create_order", Encode!(&1i64, &9.5f64).unwrap());
-    let ticket = Decode!(&out, Ticket).unwrap();
+    let ticket = Decode!(&out, Result<Ticket, WriteError>).unwrap().unwrap();
     let status = |ticket: Ticket| {
         let r = pic
             .query_call(id, owner, "ticket_status", Encode!(&ticket).unwrap())
@@ -194,8 +194,8 @@ fn deployable_canister_writes_flushes_on_its_timer_and_keeps_data_across_an_upgr
     );
     let out = call("create_order", Encode!(&1i64, &3.0f64).unwrap());
     assert!(matches!(
-        Decode!(&out, Outcome).unwrap(),
-        Outcome::Committed { .. }
+        Decode!(&out, Result<Outcome, WriteError>).unwrap(),
+        Ok(Outcome::Committed { .. })
     ));
     assert_eq!(counts().orders, 2);
 }

@@ -9,7 +9,7 @@ use bench_api::{OpError, Outcome, UserOrderOp, WriteError, wire};
 use futures_util::FutureExt;
 
 use super::*;
-use crate::codec::{PackedRefusal, PackedUserOrders};
+use crate::codec::PackedUserOrders;
 
 const MS: u64 = 1_000_000;
 
@@ -42,14 +42,12 @@ fn committed(rowid: i64) -> Outcome {
 }
 
 fn reply(duplicate: bool, outcomes: &[Outcome]) -> Vec<u8> {
-    wire::encode_blob(&encode_keyed_outcomes(duplicate, outcomes))
+    wire::encode_packed_result(Ok(encode_keyed_outcomes(duplicate, outcomes)))
 }
 
-fn reject(message: &str) -> SendError {
-    SendError::Rejected {
-        code: RejectCode::CanisterReject,
-        message: message.into(),
-    }
+/// The canister's typed refusal of a batch.
+fn refusal(error: WriteError) -> Vec<u8> {
+    wire::encode_packed_result(Err(error))
 }
 
 /// The ops a request carries.
@@ -232,13 +230,7 @@ fn a_refusal_after_an_unanswered_attempt_is_unknown_never_a_false_not_run() {
     };
     // The writer was removed between the attempts: the refusal proves nothing about the first.
     assert!(matches!(
-        b.finish(
-            batch,
-            Err(reject(
-                "NotAuthorized: only controllers and registered writers may call this method"
-            )),
-            2
-        ),
+        b.finish(batch, Ok(refusal(WriteError::NotAuthorized)), 2),
         Next::Done
     ));
     assert!(matches!(
@@ -250,20 +242,12 @@ fn a_refusal_after_an_unanswered_attempt_is_unknown_never_a_false_not_run() {
     b.flush();
     let batch = b.take_batch(3).unwrap();
     assert!(matches!(
-        b.finish(
-            batch,
-            Err(reject(
-                "NotAuthorized: only controllers and registered writers may call this method"
-            )),
-            4
-        ),
+        b.finish(batch, Ok(refusal(WriteError::NotAuthorized)), 4),
         Next::Done
     ));
     assert_eq!(
         ready(&mut second),
-        Some(Err(BatchError::Refused(PackedRefusal::Write(
-            WriteError::NotAuthorized
-        ))))
+        Some(Err(BatchError::Refused(WriteError::NotAuthorized)))
     );
     let stats = b.stats();
     assert_eq!((stats.unknown, stats.refused), (1, 1));
@@ -279,7 +263,15 @@ fn too_old_is_unknown_after_a_lost_reply_and_a_refusal_otherwise() {
     else {
         panic!("retry");
     };
-    b.finish(batch, Err(reject("TooOld: the key was created at 0 ns")), 2);
+    b.finish(
+        batch,
+        Ok(refusal(WriteError::TooOld {
+            created_at_time: 0,
+            now: 90_000_000_000_000,
+            oldest_accepted: 3_540_000_000_000,
+        })),
+        2,
+    );
     assert!(matches!(
         ready(&mut lost),
         Some(Err(BatchError::Unknown { .. }))
@@ -289,14 +281,20 @@ fn too_old_is_unknown_after_a_lost_reply_and_a_refusal_otherwise() {
     let batch = b.take_batch(0).unwrap();
     b.finish(
         batch,
-        Err(reject("CreatedInFuture: the key was created at 9 ns")),
+        Ok(refusal(WriteError::CreatedInFuture {
+            created_at_time: 9,
+            now: 0,
+            newest_accepted: 6,
+        })),
         1,
     );
     assert_eq!(
         ready(&mut skewed),
-        Some(Err(BatchError::Refused(PackedRefusal::CreatedInFuture(
-            "the key was created at 9 ns".into()
-        ))))
+        Some(Err(BatchError::Refused(WriteError::CreatedInFuture {
+            created_at_time: 9,
+            now: 0,
+            newest_accepted: 6,
+        })))
     );
 }
 
@@ -447,7 +445,9 @@ fn a_reply_that_cannot_be_read_may_have_run() {
     let batch = b.take_batch(0).unwrap();
     b.finish(
         batch,
-        Ok(wire::encode_blob(&packed::encode_outcomes(&[committed(1)]))),
+        Ok(wire::encode_packed_result(Ok(packed::encode_outcomes(&[
+            committed(1),
+        ])))),
         1,
     );
     assert!(matches!(

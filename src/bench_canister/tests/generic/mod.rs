@@ -113,14 +113,10 @@ impl Installed {
             MessageResult::Reject(_, _) if exec.entry == "canister_inspect_message" => {
                 Submitted::NotInspected
             }
-            MessageResult::Reject(4, message) => Submitted::Refused(message.clone()),
-            MessageResult::Reply(bytes) => {
-                if let Ok(result) = Decode!(bytes, Result<u64, WriteError>) {
-                    result.map_or_else(|e| Submitted::Refused(e.to_string()), Submitted::Ticket)
-                } else {
-                    Submitted::Ticket(Decode!(bytes, u64).expect("a ticket"))
-                }
-            }
+            // Every refusal is a typed `Err`: a write method never rejects with text.
+            MessageResult::Reply(bytes) => Decode!(bytes, Result<u64, WriteError>)
+                .expect("a typed submit result")
+                .map_or_else(|e| Submitted::Refused(e.to_string()), Submitted::Ticket),
             other => panic!("{method}: {other:?}; logs {:?}", exec.logs),
         }
     }
