@@ -977,3 +977,126 @@ pub fn verdict(config: &LoadConfig, results: &[LoadResult]) -> String {
     }
     out
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn result(path: Path, committed: usize, p99_ms: f64, blocks: &[(u64, u64)]) -> LoadResult {
+        LoadResult {
+            path,
+            offered: 4_000,
+            committed,
+            failures: 4_000 - committed,
+            failure_causes: BTreeMap::new(),
+            ops_per_s: 100.0,
+            p50_ms: p99_ms / 2.0,
+            p99_ms,
+            messages: 4,
+            cycles_per_op: 90_000.0,
+            ingress_cycles_per_op: 70_000.0,
+            blocks: blocks
+                .iter()
+                .enumerate()
+                .map(|(i, &(inducted_ingress, waiting_ingress))| RoundRecord {
+                    round: i as u64 + 1,
+                    inducted_ingress,
+                    waiting_ingress,
+                })
+                .collect(),
+            wall_s: 20.0,
+            alarms: BTreeMap::new(),
+        }
+    }
+
+    #[test]
+    fn path_lists_parse_and_a_bad_letter_or_zero_rounds_is_refused() {
+        assert_eq!(Path::parse_list("ab1b2c"), Ok(Path::ALL.to_vec()));
+        assert_eq!(
+            Path::parse_list("b"),
+            Ok(vec![Path::SubmitAndTimer {
+                max_delay_rounds: 1
+            }])
+        );
+        assert!(Path::parse_list("ax").is_err());
+        assert!(Path::parse_list("b0").is_err());
+    }
+
+    #[test]
+    fn percentiles_are_nearest_rank() {
+        let v: Vec<f64> = (1..=100).map(f64::from).collect();
+        assert_eq!(percentile(&v, 0.50), 50.0);
+        assert_eq!(percentile(&v, 0.99), 99.0);
+        assert_eq!(percentile(&[7.0], 0.99), 7.0);
+        assert!(percentile(&[], 0.5).is_nan());
+    }
+
+    #[test]
+    fn the_verdict_says_met_only_when_every_op_committed_within_two_rounds() {
+        let config = LoadConfig {
+            ops_per_round: 2_000,
+            rounds: 2,
+            round: Duration::from_secs(5),
+            ..LoadConfig::default()
+        };
+        let met = verdict(&config, &[result(Path::Batcher, 4_000, 5_020.0, &[(1, 0)])]);
+        assert!(
+            met.contains("committed 4000 of 4000 with p99 1.00 rounds"),
+            "{met}"
+        );
+        assert!(met.ends_with(": met."), "{met}");
+        let slow = verdict(
+            &config,
+            &[result(Path::Batcher, 4_000, 10_500.0, &[(1, 0)])],
+        );
+        assert!(slow.contains("missed (p99 2.10 rounds)"), "{slow}");
+        let lost = verdict(&config, &[result(Path::Batcher, 3_990, 5_000.0, &[(1, 0)])]);
+        assert!(
+            lost.contains("missed (10 ops without a committed outcome)"),
+            "{lost}"
+        );
+        let capped = verdict(
+            &config,
+            &[result(
+                Path::OneCallPerOp,
+                4_000,
+                20_000.0,
+                &[(1_000, 1_000), (1_000, 0)],
+            )],
+        );
+        assert!(capped.contains("at most 1000 messages, with up to 1000 left waiting"));
+        assert!(capped.contains("capped by the block limit"), "{capped}");
+        let client_bound = verdict(
+            &config,
+            &[result(Path::OneCallPerOp, 4_000, 20_000.0, &[(50, 0)])],
+        );
+        assert!(client_bound.contains("the clients (not the block) capped it"));
+    }
+
+    #[test]
+    fn the_table_has_one_row_per_path_and_states_the_load() {
+        let config = LoadConfig::default();
+        let md = render(
+            &config,
+            &[
+                result(Path::OneCallPerOp, 4_000, 20_000.0, &[(1_000, 1_000)]),
+                result(Path::Batcher, 4_000, 5_000.0, &[(1, 0)]),
+            ],
+        );
+        assert!(md.contains("offline replica through a real agent"));
+        assert!(md.contains("every 5000 ms"));
+        assert!(md.contains(
+            "| (c) the Rust batcher (`ic-batch-client`, keyed packed) | 4000 / 4000 | 0 | 100 | 2500 (0.50) | 5000 (1.00) | 4 | 1 | 90000 (70000) |"
+        ), "{md}");
+        assert!(md.contains("- (a): ingress per block, round by round: 1000 (+1000 waiting)."));
+    }
+
+    #[test]
+    fn the_ingress_fee_is_the_fee_schedule_s() {
+        // 1.2 M + 2,000 per byte of argument, method name and 8-byte nonce.
+        assert_eq!(
+            ingress_fee(100, "create_user"),
+            1_200_000 + 2_000 * (100 + 11 + 8)
+        );
+    }
+}
