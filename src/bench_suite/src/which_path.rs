@@ -306,7 +306,7 @@ pub fn render(r: &SuiteResults, client: &ClientFigures, fees: &FeeSchedule, labe
         o,
         "\nWhen: one call per op (or submit + timer) for a few writes per round from many independent users, \
          where each answer must say at once what happened, and where a lost answer can be checked before retrying; \
-         a client batch when one client holds many writes (a service, a sync job){cheaper}, exactly once only with a key; \
+         a client batch when one client holds many writes, as a service or a sync job does{cheaper}, exactly once only with a key; \
          the Rust batcher when a service writes continuously: it forms keyed batches, retries them with their key, and \
          answers each write on its own future; an application canister that batches its calls to the database canister \
          when writes reach it as user calls (each user call is still its own ingress message). One call per op, and each \
