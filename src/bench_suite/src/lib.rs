@@ -38,3 +38,4 @@ pub mod reliability;
 pub mod report;
 pub mod suite;
 pub mod summary;
+pub mod which_path;

@@ -172,7 +172,8 @@ pub fn write_all(r: &SuiteResults, dir: &Path) -> Result<Vec<PathBuf>> {
     std::fs::write(&runs, json + "\n").with_context(|| format!("writing {}", runs.display()))?;
     written.push(runs);
     let md = dir.join("REPORT.md");
-    std::fs::write(&md, report::render(r, &links))
+    let client = crate::which_path::ClientFigures::read(dir);
+    std::fs::write(&md, report::render(r, &links, &client))
         .with_context(|| format!("writing {}", md.display()))?;
     written.push(md);
     Ok(written)

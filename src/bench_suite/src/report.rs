@@ -8,6 +8,7 @@ use crate::engine_runs::{CanbenchFigures, TIMER_SELF_CALL_BYTES};
 use crate::fees::{NONCE_BYTES, SUBNET_SIZES};
 use crate::message_bench::Mode;
 use crate::suite::{LOAD_CONCURRENCIES, Scale, SuiteResults};
+use crate::which_path::ClientFigures;
 
 /// A chart written next to the report.
 #[derive(Debug, Clone, PartialEq)]
@@ -53,7 +54,9 @@ fn scopes(out: &mut String, name: &str, b: &CanbenchFigures) {
 }
 
 /// Renders the report.
-pub fn render(r: &SuiteResults, charts: &[ChartLink]) -> String {
+/// Renders the report; `client` holds the committed markdown of the end-to-end commands (the
+/// "which path when" table reads the client paths' figures from it).
+pub fn render(r: &SuiteResults, charts: &[ChartLink], client: &ClientFigures) -> String {
     let mut o = String::new();
     let l = label(r);
     let f = &r.fee_schedule;
@@ -104,6 +107,9 @@ pub fn render(r: &SuiteResults, charts: &[ChartLink]) -> String {
              these figures (see the README).\n"
         );
     }
+
+    // Which path when.
+    o.push_str(&crate::which_path::render(r, client, f, &l));
 
     // Charts.
     let _ = writeln!(
@@ -726,7 +732,7 @@ pub(crate) mod tests {
             title: "insert".into(),
             file: "per_op_insert.svg".into(),
         }];
-        golden("report.md", &render(&r, &charts));
+        golden("report.md", &render(&r, &charts, &ClientFigures::default()));
     }
 
     #[test]
@@ -736,7 +742,7 @@ pub(crate) mod tests {
             title: "insert".into(),
             file: "per_op_insert.svg".into(),
         }];
-        let md = render(&r, &charts);
+        let md = render(&r, &charts, &ClientFigures::default());
         let label = format!("*engine: offline (wasmtime, IC metering) · {} ·", r.date);
         let tables = md
             .lines()
@@ -757,6 +763,7 @@ pub(crate) mod tests {
             "## The ic-rusqlite users/orders benchmark",
             "## Message level",
             "## Load over rounds (simulation over measured costs)",
+            "## Which path when",
             "## Charts",
         ] {
             assert!(md.contains(h), "missing {h}");
@@ -773,7 +780,8 @@ pub(crate) mod tests {
         assert!(md.contains("reduced scale"));
         // The answer comes first, the internal targets after every other section.
         let at = |h: &str| md.find(h).unwrap_or_else(|| panic!("missing {h}"));
-        assert!(at("## The answer") < at("## Charts"));
+        assert!(at("## The answer") < at("## Which path when"));
+        assert!(at("## Which path when") < at("## Charts"));
         assert!(at("## Charts") < at("## Message level"));
         assert!(at("## Load over rounds") < at("## Appendix A: internal targets"));
         assert!(at("## Appendix A") < at("## Appendix B: reliability"));

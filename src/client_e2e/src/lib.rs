@@ -154,11 +154,23 @@ impl Replica {
         }
     }
 
-    /// An agent for this replica with `identity`, the root key fetched.
+    /// An agent for this replica with `identity`, the root key fetched (ic-agent's defaults:
+    /// at most 50 requests in flight).
     pub async fn agent(&self, identity: BasicIdentity) -> Result<Agent, E2eError> {
+        self.agent_with_limit(identity, 50).await
+    }
+
+    /// An agent for this replica with `identity` and at most `max_in_flight` requests in
+    /// flight (ic-agent queues the others), the root key fetched.
+    pub async fn agent_with_limit(
+        &self,
+        identity: BasicIdentity,
+        max_in_flight: usize,
+    ) -> Result<Agent, E2eError> {
         let agent = Agent::builder()
             .with_url(self.url.as_str())
             .with_identity(identity)
+            .with_max_concurrent_requests(max_in_flight)
             .build()
             .map_err(agent_error("building an agent"))?;
         agent
@@ -367,3 +379,4 @@ pub mod app;
 pub mod fault_run;
 pub mod load;
 pub mod overhead;
+pub mod replies;
