@@ -967,7 +967,7 @@ pub fn verdict(config: &LoadConfig, results: &[LoadResult]) -> String {
                 for (alarm, n) in &r.alarms {
                     let _ = write!(
                         line,
-                        "; the canister's queue raised `{alarm}` in {n} rounds (its watchdog counts time since the last flush in timer periods of `max_delay_ms`, so rounds as long as the period read as trapping flushes and it fell back to careful half-size flushes)"
+                        "; the canister's queue raised `{alarm}` in {n} rounds"
                     );
                 }
                 line
