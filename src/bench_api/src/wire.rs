@@ -8,8 +8,9 @@
 //! replies never change shape, so:
 //! - a success reply is encoded as its `Ok` case alone ([`OkOnly`], a Candid subtype of the
 //!   result: no type table for the error), whose bytes are a fixed prefix (the header, the type
-//!   table, the index of the case), computed once with `candid`, followed by the value's few
-//!   bytes; an error reply is encoded by `candid` in full;
+//!   table, the index of the case), precomputed as a constant (the tests check it against
+//!   `candid`), followed by the value's few bytes; an error reply is encoded by `candid` in
+//!   full;
 //! - an argument is read directly when it has the exact encoding every Candid library emits for
 //!   it (no type table, primitive argument types); any other encoding, equally valid, goes through
 //!   `candid`'s full decoder, so nothing a client may send is refused.
@@ -18,8 +19,6 @@
 //! `candid` decodes each success reply as the method's full result type. A canister
 //! uses them with `#[ic_cdk::update(decode_with = "...", encode_with = "...")]`, keeping the
 //! method's Candid types in its interface.
-
-use std::sync::OnceLock;
 
 use candid::CandidType;
 use candid::utils::ArgumentDecoder;
@@ -148,27 +147,6 @@ pub fn encode_blob(blob: &[u8]) -> Vec<u8> {
     out
 }
 
-/// A reply whose bytes end with a fixed number of value bytes after a fixed prefix.
-struct Template {
-    prefix: Vec<u8>,
-}
-
-impl Template {
-    /// The prefix of `sample`'s encoding without its last `value_len` bytes.
-    fn new<T: CandidType>(sample: &T, value_len: usize) -> Template {
-        let mut prefix = candid::encode_one(sample).expect("the sample reply encodes");
-        prefix.truncate(prefix.len() - value_len);
-        Template { prefix }
-    }
-
-    fn with(&self, value: &[u8]) -> Vec<u8> {
-        let mut out = Vec::with_capacity(self.prefix.len() + value.len());
-        out.extend_from_slice(&self.prefix);
-        out.extend_from_slice(value);
-        out
-    }
-}
-
 /// The `Ok` case alone of a Candid result: `variant { Ok : T }`. Candid's subtyping makes it a
 /// valid encoding of `variant { Ok : T; Err : E }` for every `E` (a variant with fewer cases
 /// is a subtype), so a success reply carries no type table for the error: a few bytes instead
@@ -192,77 +170,71 @@ pub enum CommittedOnly {
     },
 }
 
-/// Encodes the reply of a `submit_*` method, [`SubmitResult`]: `Ok` from a fixed prefix (as
-/// `variant { Ok : nat64 }`, 24 bytes), `Err` with `candid`.
+/// `variant { Ok : nat64 }`'s header (magic, type table, argument type) and the index of `Ok`:
+/// a [`SubmitResult::Ok`] without its 8 value bytes (the tests check it against `candid`).
+const SUBMIT_OK_PREFIX: [u8; 14] = [
+    0x44, 0x49, 0x44, 0x4c, 0x01, 0x6b, 0x01, 0xbc, 0x8a, 0x01, 0x78, 0x01, 0x00, 0x00,
+];
+
+/// `variant { Ok : blob }`'s header and the index of `Ok`: a [`PackedResult::Ok`] without the
+/// blob's length and bytes.
+const PACKED_OK_PREFIX: [u8; 16] = [
+    0x44, 0x49, 0x44, 0x4c, 0x02, 0x6b, 0x01, 0xbc, 0x8a, 0x01, 0x01, 0x6d, 0x7b, 0x01, 0x00, 0x00,
+];
+
+/// `variant { Ok : variant { Committed : record { rows_changed : nat64; last_insert_rowid :
+/// int64 } } }`'s header and the indexes of `Ok` and `Committed`: a committed
+/// [`WriteResult::Ok`] without its two fields (`rows_changed` first, then `last_insert_rowid`).
+const COMMITTED_OK_PREFIX: [u8; 36] = [
+    0x44, 0x49, 0x44, 0x4c, 0x03, 0x6b, 0x01, 0xbc, 0x8a, 0x01, 0x01, 0x6b, 0x01, 0x9c, 0xc4, 0xbf,
+    0x6d, 0x02, 0x6c, 0x02, 0x8e, 0x81, 0x91, 0x9a, 0x05, 0x78, 0xf8, 0xfc, 0x93, 0xcb, 0x0e, 0x74,
+    0x01, 0x00, 0x00, 0x00,
+];
+
+/// `prefix` followed by `value`.
+fn with_prefix(prefix: &[u8], value: &[u8]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(prefix.len() + value.len());
+    out.extend_from_slice(prefix);
+    out.extend_from_slice(value);
+    out
+}
+
+/// Encodes the reply of a `submit_*` method, [`SubmitResult`]: `Ok` from a precomputed prefix
+/// (as `variant { Ok : nat64 }`, 22 bytes), `Err` with `candid`.
 pub fn encode_submit_result(result: Result<Ticket, WriteError>) -> Vec<u8> {
-    static TICKET: OnceLock<Template> = OnceLock::new();
     match result {
-        Ok(ticket) => TICKET
-            .get_or_init(|| Template::new(&OkOnly::Ok(0u64), 8))
-            .with(&ticket.to_le_bytes()),
+        Ok(ticket) => with_prefix(&SUBMIT_OK_PREFIX, &ticket.to_le_bytes()),
         Err(e) => candid::encode_one(SubmitResult::Err(e)).expect("a reply encodes"),
     }
 }
 
-/// The committed-outcome template of [`WriteResult`], and where its two fields go.
-struct CommittedTemplate {
-    template: Template,
-    /// `rows_changed` comes before `last_insert_rowid` in the encoding (Candid orders record
-    /// fields by the hash of their names).
-    rows_first: bool,
-}
-
 /// Encodes the reply of an unbatched write, [`WriteResult`]: `Ok(Committed { .. })` from a
-/// fixed prefix (as `variant { Ok : variant { Committed : record { .. } } }`), `Ok(Failed)` and
-/// `Err` with `candid`.
+/// precomputed prefix (as `variant { Ok : variant { Committed : record { .. } } }`, 52 bytes),
+/// `Ok(Failed)` and `Err` with `candid`.
 pub fn encode_write_result(result: Result<Outcome, WriteError>) -> Vec<u8> {
-    static COMMITTED: OnceLock<CommittedTemplate> = OnceLock::new();
-    let (rows_changed, last_insert_rowid) = match result {
+    match result {
         Ok(Outcome::Committed {
             rows_changed,
             last_insert_rowid,
-        }) => (rows_changed, last_insert_rowid),
-        other => return candid::encode_one(WriteResult::from(other)).expect("a reply encodes"),
-    };
-    let committed = |rows_changed, last_insert_rowid| {
-        OkOnly::Ok(CommittedOnly::Committed {
-            rows_changed,
-            last_insert_rowid,
-        })
-    };
-    let t = COMMITTED.get_or_init(|| {
-        let probe = candid::encode_one(committed(1, 0)).expect("the sample reply encodes");
-        let first_field = &probe[probe.len() - 16..probe.len() - 8];
-        CommittedTemplate {
-            template: Template::new(&committed(0, 0), 16),
-            rows_first: first_field == 1u64.to_le_bytes(),
+        }) => {
+            let mut value = [0u8; 16];
+            value[..8].copy_from_slice(&rows_changed.to_le_bytes());
+            value[8..].copy_from_slice(&last_insert_rowid.to_le_bytes());
+            with_prefix(&COMMITTED_OK_PREFIX, &value)
         }
-    });
-    let (first, second) = if t.rows_first {
-        (rows_changed.to_le_bytes(), last_insert_rowid.to_le_bytes())
-    } else {
-        (last_insert_rowid.to_le_bytes(), rows_changed.to_le_bytes())
-    };
-    let mut value = [0u8; 16];
-    value[..8].copy_from_slice(&first);
-    value[8..].copy_from_slice(&second);
-    t.template.with(&value)
+        other => candid::encode_one(WriteResult::from(other)).expect("a reply encodes"),
+    }
 }
 
 /// Encodes the reply of `execute_batch_packed`, [`PackedResult`]: `Ok` as `variant { Ok : blob }`
-/// (the blob after a fixed prefix), `Err` with `candid`.
+/// (the blob after a precomputed prefix), `Err` with `candid`.
 pub fn encode_packed_result(result: Result<Vec<u8>, WriteError>) -> Vec<u8> {
-    static BLOB: OnceLock<Template> = OnceLock::new();
     let blob = match result {
         Ok(blob) => blob,
         Err(e) => return candid::encode_one(PackedResult::Err(e)).expect("a reply encodes"),
     };
-    // The empty blob's encoding ends with its length, one LEB128 byte (0).
-    let prefix = &BLOB
-        .get_or_init(|| Template::new(&OkOnly::Ok(serde_bytes::ByteBuf::new()), 1))
-        .prefix;
-    let mut out = Vec::with_capacity(prefix.len() + 10 + blob.len());
-    out.extend_from_slice(prefix);
+    let mut out = Vec::with_capacity(PACKED_OK_PREFIX.len() + 10 + blob.len());
+    out.extend_from_slice(&PACKED_OK_PREFIX);
     push_leb128(&mut out, blob.len() as u64);
     out.extend_from_slice(&blob);
     out

@@ -143,3 +143,28 @@ fn other_valid_encodings_are_decoded_by_candid() {
     // An empty argument list is refused for a method that takes arguments.
     assert!(decode_text_text(b"DIDL\x00\x00").is_err());
 }
+
+#[test]
+fn the_precomputed_prefixes_are_candids() {
+    let prefix = |bytes: Vec<u8>, value_len: usize| bytes[..bytes.len() - value_len].to_vec();
+    assert_eq!(
+        SUBMIT_OK_PREFIX.to_vec(),
+        prefix(candid::encode_one(OkOnly::Ok(0u64)).unwrap(), 8)
+    );
+    assert_eq!(
+        PACKED_OK_PREFIX.to_vec(),
+        prefix(
+            candid::encode_one(OkOnly::Ok(serde_bytes::ByteBuf::new())).unwrap(),
+            1
+        )
+    );
+    // `rows_changed` is the first of the two fields on the wire (Candid orders a record's
+    // fields by the hash of their names).
+    let probe = candid::encode_one(OkOnly::Ok(CommittedOnly::Committed {
+        rows_changed: 1,
+        last_insert_rowid: 2,
+    }))
+    .unwrap();
+    assert_eq!(COMMITTED_OK_PREFIX.to_vec(), prefix(probe.clone(), 16));
+    assert_eq!(probe[probe.len() - 16..probe.len() - 8], 1u64.to_le_bytes());
+}
