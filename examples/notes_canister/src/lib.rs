@@ -5,7 +5,7 @@
 #![cfg(target_arch = "wasm32")]
 
 // ---- glue: batched writes ----
-use ic_rusqlite_batch::{self as batch, Floors, Interface, Statement, WriteOp};
+use ic_rusqlite_batch::{self as batch, Floors, Interface, MethodClass, Statement, WriteOp};
 use ic_rusqlite_batch::{Ticket, WriteError};
 
 const INSERT_NOTE: &str = "INSERT INTO notes (text) VALUES (?1)";
@@ -26,9 +26,11 @@ static SETUP: batch::Setup = batch::Setup {
         min_pending_bytes_reason: "the size of the largest note",
     },
     interface: Interface {
-        write_methods: &["add_note", "delete_note"],
-        controller_methods: &[],
-        small_arg_methods: &["add_note", "delete_note"],
+        methods: &[
+            ("add_note", MethodClass::SmallWrite),
+            ("delete_note", MethodClass::SmallWrite),
+            ("notes", MethodClass::Query),
+        ],
         max_small_arg_bytes: MAX_NOTE_BYTES + 64,
         standard_methods: true,
     },

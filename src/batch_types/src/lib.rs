@@ -336,6 +336,25 @@ impl std::fmt::Display for QueryError {
 
 impl std::error::Error for QueryError {}
 
+// ---------------------------------------------------------------- the interface
+
+/// Who may call a method of a canister's interface, and how: the one declaration that the
+/// canister's `inspect_message`, its interface checks and its tests read.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum MethodClass {
+    /// An update that writes (or spends the canister's cycles on writing): controllers and
+    /// writers, or anyone in [`WriteAccess::Open`].
+    Write,
+    /// A [`Write`](Self::Write) whose argument is small (a single op): an ingress message with a
+    /// larger argument than the canister's limit is refused before it is paid for.
+    SmallWrite,
+    /// An update only controllers may call.
+    Controller,
+    /// A query: never accepted as an ingress update (a replicated query the canister would pay
+    /// for like an update).
+    Query,
+}
+
 // ---------------------------------------------------------------- controller SQL
 
 /// A value bound to a `?N` parameter of controller SQL.

@@ -8,9 +8,9 @@ use batch_types::named_results;
 use candid::{CandidType, Deserialize, Principal};
 
 pub use batch_types::{
-    AdminResult, BatchKey, BatchResult, FlushResult, FlushSummary, InitArgs, OpError, Outcome,
-    QueryError, Settings, SqlParam, SqlStatement, Stats, SubmitResult, Ticket, TicketStatus,
-    WriteAccess, WriteError, WriteResult,
+    AdminResult, BatchKey, BatchResult, FlushResult, FlushSummary, InitArgs, MethodClass, OpError,
+    Outcome, QueryError, Settings, SqlParam, SqlStatement, Stats, SubmitResult, Ticket,
+    TicketStatus, WriteAccess, WriteError, WriteResult,
 };
 
 pub mod fixture;
@@ -171,29 +171,44 @@ named_results! {
     UsersResult(Vec<User>, QueryError);
 }
 
-/// and writers, or by anyone in [`WriteAccess::Open`].
-pub const WRITE_METHODS: &[&str] = &[
-    "create_user",
-    "create_order",
-    "update_order_amount",
-    "delete_user_orders",
-    "submit_create_user",
-    "submit_create_order",
-    "submit_update_order_amount",
-    "submit_delete_user_orders",
-    "flush",
-    "execute_batch",
-    "execute_batch_packed",
+/// Every method of the canister's interface with its class: the one declaration that
+/// `inspect_message` (through `ic_rusqlite_batch::Interface`), the `.did` check (both
+/// directions, `tests/did.rs`) and the tests read. A method not listed is refused ingress.
+pub const METHODS: &[(&str, MethodClass)] = &[
+    ("create_user", MethodClass::SmallWrite),
+    ("create_order", MethodClass::SmallWrite),
+    ("update_order_amount", MethodClass::SmallWrite),
+    ("delete_user_orders", MethodClass::SmallWrite),
+    ("execute_sql", MethodClass::Controller),
+    ("submit_create_user", MethodClass::SmallWrite),
+    ("submit_create_order", MethodClass::SmallWrite),
+    ("submit_update_order_amount", MethodClass::SmallWrite),
+    ("submit_delete_user_orders", MethodClass::SmallWrite),
+    ("submit_sql", MethodClass::Controller),
+    ("flush", MethodClass::SmallWrite),
+    ("execute_batch", MethodClass::Write),
+    ("execute_batch_packed", MethodClass::Write),
+    ("add_writers", MethodClass::Controller),
+    ("remove_writers", MethodClass::Controller),
+    ("set_read_only", MethodClass::Controller),
+    ("writers", MethodClass::Query),
+    ("ticket_status", MethodClass::Query),
+    ("ticket_statuses", MethodClass::Query),
+    ("stats", MethodClass::Query),
+    ("settings", MethodClass::Query),
+    ("counts", MethodClass::Query),
+    ("user_orders", MethodClass::Query),
+    ("orders", MethodClass::Query),
+    ("users_by_email_prefix", MethodClass::Query),
 ];
 
-/// The methods only controllers may call.
-pub const CONTROLLER_METHODS: &[&str] = &[
-    "execute_sql",
-    "submit_sql",
-    "add_writers",
-    "remove_writers",
-    "set_read_only",
-];
+/// The methods of `class` in [`METHODS`].
+pub fn methods_of(class: MethodClass) -> impl Iterator<Item = &'static str> {
+    METHODS
+        .iter()
+        .filter(move |(_, c)| *c == class)
+        .map(|(name, _)| *name)
+}
 
 /// A principal list argument (`add_writers`, `remove_writers`).
 pub type Principals = Vec<Principal>;

@@ -12,11 +12,11 @@
 
 use batch_core::{SqlValue, Statement, WriteOp};
 use bench_api::{
-    AdminResult, BatchResult, CONTROLLER_METHODS, Counts, CountsResult, FlushResult, InitArgs,
-    MAX_CLIENT_BATCH, MAX_QUERY_ROWS, MAX_SINGLE_OP_ARG_BYTES, MIN_FLUSH_BUDGET, MIN_PENDING_BYTES,
-    Order, OrdersResult, Outcome, Principals, Settings, SqlParam, SqlStatement, Stats,
-    SubmitResult, Ticket, TicketStatus, User, UserOrder, UserOrderOp, UserOrdersResult,
-    UsersResult, WRITE_METHODS, WriteError, WriteResult,
+    AdminResult, BatchResult, Counts, CountsResult, FlushResult, InitArgs, MAX_CLIENT_BATCH,
+    MAX_QUERY_ROWS, MAX_SINGLE_OP_ARG_BYTES, MIN_FLUSH_BUDGET, MIN_PENDING_BYTES, Order,
+    OrdersResult, Outcome, Principals, Settings, SqlParam, SqlStatement, Stats, SubmitResult,
+    Ticket, TicketStatus, User, UserOrder, UserOrderOp, UserOrdersResult, UsersResult, WriteError,
+    WriteResult,
 };
 use ic_rusqlite_batch::{self as batch, Floors, Interface};
 #[cfg(feature = "canbench-rs")]
@@ -28,19 +28,6 @@ mod workload;
 mod benches;
 
 use batch::types::{outcome, status, summary};
-
-/// The single-operation methods, whose arguments are small.
-const SINGLE_OP_METHODS: &[&str] = &[
-    "create_user",
-    "create_order",
-    "update_order_amount",
-    "delete_user_orders",
-    "submit_create_user",
-    "submit_create_order",
-    "submit_update_order_amount",
-    "submit_delete_user_orders",
-    "flush",
-];
 
 /// The users/orders database and its queue: the state is saved in virtual memory 1; the
 /// statement cache has room for every statement the canister repeats (rusqlite's default of 16
@@ -57,9 +44,7 @@ static SETUP: batch::Setup = batch::Setup {
         min_pending_bytes_reason: "the size of the largest op of the API (a create_user with a username and an email at their limits)",
     },
     interface: Interface {
-        write_methods: WRITE_METHODS,
-        controller_methods: CONTROLLER_METHODS,
-        small_arg_methods: SINGLE_OP_METHODS,
+        methods: bench_api::METHODS,
         max_small_arg_bytes: MAX_SINGLE_OP_ARG_BYTES,
         standard_methods: false,
     },

@@ -9,8 +9,6 @@
 use bench_api::*;
 use bench_suite::client::{CONTROLLER, Client, STRANGER};
 use candid::Principal;
-use candid_parser::IDLProg;
-use candid_parser::syntax::IDLType;
 use offline_engine::{InstructionLimits, MessageResult, Settings, SubnetKind, reject_code};
 
 /// One second: the flush timer's period in these tests.
@@ -536,21 +534,12 @@ fn a_strangers_flood_does_not_erase_anothers_outcome() {
 }
 
 /// The query methods of the committed .did.
+/// The query methods of the interface (its method table, which `tests/did.rs` of bench_api
+/// checks against the `.did`), sorted.
 fn query_methods() -> Vec<String> {
-    let prog: IDLProg = CANDID.parse().expect("the .did parses");
-    let actor = prog.actor.expect("the .did has a service");
-    let service = match actor.typ {
-        IDLType::ClassT(_, service) => *service,
-        other => other,
-    };
-    let IDLType::ServT(methods) = service else {
-        panic!("not a service: {service:?}")
-    };
-    methods
-        .into_iter()
-        .filter(|m| matches!(&m.typ, IDLType::FuncT(f) if f.modes.iter().any(|mode| format!("{mode:?}").contains("Query"))))
-        .map(|m| m.id)
-        .collect()
+    let mut queries: Vec<String> = methods_of(MethodClass::Query).map(String::from).collect();
+    queries.sort();
+    queries
 }
 
 /// A stranger calls every query method as an update (a replicated query the canister would

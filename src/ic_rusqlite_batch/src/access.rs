@@ -7,26 +7,21 @@ use std::collections::BTreeSet;
 
 use candid::Principal;
 
-use crate::types::{WriteAccess, WriteError};
+use crate::types::{MethodClass, WriteAccess, WriteError};
 
 /// Most writer principals a controller may register (each costs a little heap and a little
 /// upgrade time).
 pub const MAX_WRITERS: usize = 1_000;
 
-/// The update methods of a canister's interface, by class: what [`Interface::accepts`] lets
-/// through ingress. Everything not listed is refused ingress (queries called as updates, the
-/// internal `__*` methods, which only the canister itself calls).
+/// The methods of a canister's interface, by class: what [`Interface::accepts`] lets through
+/// ingress. Queries, methods not listed and the internal `__*` methods (which only the
+/// canister itself calls) are refused ingress.
 #[derive(Clone, Copy, Debug)]
 pub struct Interface {
-    /// Methods that write (or spend the canister's cycles on writing): for controllers and
-    /// writers, or anyone in [`WriteAccess::Open`].
-    pub write_methods: &'static [&'static str],
-    /// Methods only controllers may call.
-    pub controller_methods: &'static [&'static str],
-    /// Write methods whose argument is small: ingress messages with a larger argument than
-    /// [`max_small_arg_bytes`](Self::max_small_arg_bytes) are refused.
-    pub small_arg_methods: &'static [&'static str],
-    /// The largest argument, in bytes, of a [`small_arg_methods`](Self::small_arg_methods) call.
+    /// Every method of the interface with its [`MethodClass`] (one declaration, which the
+    /// canister's tests can check against its `.did`).
+    pub methods: &'static [(&'static str, MethodClass)],
+    /// The largest argument, in bytes, of a [`MethodClass::SmallWrite`] call.
     pub max_small_arg_bytes: usize,
     /// The canister exports the methods of `canister_methods!`:
     /// `flush` is a write method with a small argument, [`STANDARD_CONTROLLER_METHODS`] are
@@ -53,22 +48,27 @@ impl Interface {
         is_controller: impl FnOnce() -> bool,
         may_write: impl FnOnce() -> bool,
     ) -> bool {
-        let standard = self.standard_methods;
-        if self.controller_methods.contains(&method)
-            || (standard && STANDARD_CONTROLLER_METHODS.contains(&method))
-        {
-            return is_controller();
+        let class = self
+            .methods
+            .iter()
+            .find(|(name, _)| *name == method)
+            .map(|(_, class)| *class)
+            .or_else(|| {
+                let standard = self.standard_methods;
+                if standard && STANDARD_CONTROLLER_METHODS.contains(&method) {
+                    Some(MethodClass::Controller)
+                } else if standard && method == STANDARD_WRITE_METHOD {
+                    Some(MethodClass::SmallWrite)
+                } else {
+                    None
+                }
+            });
+        match class {
+            Some(MethodClass::Controller) => is_controller(),
+            Some(MethodClass::SmallWrite) if arg_bytes > self.max_small_arg_bytes => false,
+            Some(MethodClass::SmallWrite | MethodClass::Write) => may_write(),
+            Some(MethodClass::Query) | None => false,
         }
-        let standard_write = standard && method == STANDARD_WRITE_METHOD;
-        if standard_write || self.write_methods.contains(&method) {
-            if (standard_write || self.small_arg_methods.contains(&method))
-                && arg_bytes > self.max_small_arg_bytes
-            {
-                return false;
-            }
-            return may_write();
-        }
-        false
     }
 }
 
@@ -131,9 +131,13 @@ mod tests {
     use super::*;
 
     const API: Interface = Interface {
-        write_methods: &["put", "put_many", "flush"],
-        controller_methods: &["set_read_only"],
-        small_arg_methods: &["put"],
+        methods: &[
+            ("put", MethodClass::SmallWrite),
+            ("put_many", MethodClass::Write),
+            ("flush", MethodClass::Write),
+            ("set_read_only", MethodClass::Controller),
+            ("get", MethodClass::Query),
+        ],
         max_small_arg_bytes: 100,
         standard_methods: false,
     };
@@ -159,7 +163,10 @@ mod tests {
     fn the_standard_methods_are_classed_only_when_exported() {
         let never = || -> bool { panic!("not asked") };
         let api = Interface {
-            write_methods: &[],
+            methods: &[
+                ("put_many", MethodClass::Write),
+                ("get", MethodClass::Query),
+            ],
             standard_methods: true,
             ..API
         };
@@ -167,7 +174,7 @@ mod tests {
             assert!(api.accepts(method, 5, || true, never));
             assert!(!api.accepts(method, 5, || false, never));
             // Without the standard methods, only those the canister lists itself are classed.
-            let listed = API.controller_methods.contains(method);
+            let listed = API.methods.contains(&(method, MethodClass::Controller));
             assert_eq!(API.accepts(method, 5, || true, never), listed, "{method}");
         }
         assert!(api.accepts("flush", 100, never, || true));

@@ -23,9 +23,9 @@ pub use batch_core::{OpOutcome, OpStatus, Owner, SqlValue, Statement, WriteOp};
 pub use keyed::{KeyedBatch, KeyedOutcomes};
 pub use settings::Floors;
 pub use types::{
-    AdminResult, BatchKey, BatchResult, FlushResult, FlushSummary, InitArgs, OpError, Outcome,
-    QueryError, Settings, SqlParam, SqlStatement, Stats, SubmitResult, Ticket, TicketStatus,
-    WriteAccess, WriteError, WriteResult,
+    AdminResult, BatchKey, BatchResult, FlushResult, FlushSummary, InitArgs, MethodClass, OpError,
+    Outcome, QueryError, Settings, SqlParam, SqlStatement, Stats, SubmitResult, Ticket,
+    TicketStatus, WriteAccess, WriteError, WriteResult,
 };
 
 /// Defines a batched canister's lifecycle hooks and its standard methods, all thin calls into
