@@ -22,10 +22,12 @@ cargo test --release
 # .did from outside its directory).
 cargo run --release -p ic-rusqlite-batch-core --example queue
 cargo run --release -p ic-batch-client --example simulated_canister
-# Cargo unpacks each package it verifies into its registry cache once per version and reuses
-# that copy later: drop what an earlier run left, so that this run verifies this run's sources.
-rm -rf "${CARGO_HOME:-$HOME/.cargo}"/registry/src/-*/ic-rusqlite-batch*
-cargo package --locked -p ic-rusqlite-batch-types -p ic-rusqlite-batch-core -p ic-rusqlite-batch
+# Cargo treats a package version as immutable: it reuses its unpacked copy and the build of it
+# from an earlier run. Both are dropped, so that this run verifies this run's sources (the
+# verification builds in a target directory of its own).
+rm -rf "${CARGO_HOME:-$HOME/.cargo}"/registry/src/-*/ic-rusqlite-batch* target/package-verify
+cargo package --locked --target-dir target/package-verify \
+  -p ic-rusqlite-batch-types -p ic-rusqlite-batch-core -p ic-rusqlite-batch
 # The JS agent and icp-cli against the server's IC HTTP interface (their own npm package; the
 # server binary and the canister wasm come from the steps above).
 (cd src/pocket_ic_server/tests/agent-js && npm ci && npx tsc --noEmit && node --test)
