@@ -12,12 +12,11 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use batch_core::rusqlite::Connection;
 use batch_core::{
-    BatchDigest, BatchKey, Budget, CountingMeter, DedupConfig, Deduplicator, OpOutcome, SqlValue,
-    WriteOp,
+    BatchDigest, BatchKey, Budget, CountingMeter, DedupConfig, Deduplicator, SqlValue, WriteOp,
 };
 use bench_api::packed::{decode_keyed_ops, encode_keyed_outcomes, keyed_ops_body};
 use bench_api::schema::{INSERT_ORDER, INSERT_USER, SCHEMA};
-use bench_api::{OpError, Outcome, UserOrderOp, WriteError, wire};
+use bench_api::{Outcome, UserOrderOp, WriteError, wire};
 use ic_batch_client::{
     Batcher, BatcherConfig, PackedUserOrders, SendError, Transport, tokio_driver,
 };
@@ -114,19 +113,7 @@ impl Transport for &SimulatedCanister {
         let outcomes: Vec<Outcome> = batch
             .outcomes
             .into_iter()
-            .map(|outcome| match outcome {
-                OpOutcome::Committed {
-                    rows_changed,
-                    last_insert_rowid,
-                } => Outcome::Committed {
-                    rows_changed,
-                    last_insert_rowid,
-                },
-                OpOutcome::Failed { code, error } => Outcome::Failed(OpError {
-                    code,
-                    message: error,
-                }),
-            })
+            .map(ic_rusqlite_batch::types::outcome)
             .collect();
         Ok(wire::encode_packed_result(Ok(encode_keyed_outcomes(
             batch.duplicate,

@@ -13,8 +13,8 @@ use std::time::Duration;
 
 use batch_core::rusqlite::Connection;
 use batch_core::{
-    BatchDigest, BatchKey as CoreKey, Budget, CountingMeter, DedupConfig, Deduplicator, OpOutcome,
-    SqlValue, WriteOp,
+    BatchDigest, BatchKey as CoreKey, Budget, CountingMeter, DedupConfig, Deduplicator, SqlValue,
+    WriteOp,
 };
 use bench_api::packed::{decode_keyed_ops, encode_keyed_outcomes, keyed_ops_body};
 use bench_api::schema::{
@@ -136,7 +136,11 @@ impl Canister {
                     if !batch.duplicate {
                         st.executions += 1;
                     }
-                    let outcomes: Vec<Outcome> = batch.outcomes.into_iter().map(outcome).collect();
+                    let outcomes: Vec<Outcome> = batch
+                        .outcomes
+                        .into_iter()
+                        .map(ic_rusqlite_batch::types::outcome)
+                        .collect();
                     Ok(wire::encode_packed_result(Ok(encode_keyed_outcomes(
                         batch.duplicate,
                         &outcomes,
@@ -201,22 +205,6 @@ fn to_write_op(op: &UserOrderOp) -> WriteOp {
         UserOrderOp::DeleteUserOrders { user_id } => {
             WriteOp::single(DELETE_USER_ORDERS, vec![(*user_id).into()])
         }
-    }
-}
-
-fn outcome(o: OpOutcome) -> Outcome {
-    match o {
-        OpOutcome::Committed {
-            rows_changed,
-            last_insert_rowid,
-        } => Outcome::Committed {
-            rows_changed,
-            last_insert_rowid,
-        },
-        OpOutcome::Failed { code, error } => Outcome::Failed(OpError {
-            code,
-            message: error,
-        }),
     }
 }
 
