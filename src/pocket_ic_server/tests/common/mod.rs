@@ -39,22 +39,28 @@ pub fn server_url() -> url::Url {
             .stderr(Stdio::null())
             .spawn()
             .expect("starts the server");
-        let started = Instant::now();
-        let port = loop {
-            if let Ok(text) = std::fs::read_to_string(&port_file)
-                && let Some(line) = text.strip_suffix('\n')
-            {
-                break line.parse::<u16>().expect("a port");
-            }
-            assert!(
-                started.elapsed() < Duration::from_secs(60),
-                "the server did not write its port file"
-            );
-            std::thread::sleep(Duration::from_millis(20));
-        };
+        let port = wait_for_port(&port_file);
         url::Url::parse(&format!("http://127.0.0.1:{port}/")).expect("a URL")
     })
     .clone()
+}
+
+/// The port a server started with `--port-file port_file` listens on, once it has written the
+/// file (within 60 s).
+fn wait_for_port(port_file: &std::path::Path) -> u16 {
+    let started = Instant::now();
+    loop {
+        if let Ok(text) = std::fs::read_to_string(port_file)
+            && let Some(line) = text.strip_suffix('\n')
+        {
+            return line.parse::<u16>().expect("a port");
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(60),
+            "the server did not write its port file"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
 }
 
 /// An instance with one application subnet (benchmarking limits if `benchmarking`).
@@ -265,16 +271,7 @@ pub fn spawn_replica(name: &str, extra: &[&str]) -> Replica {
         .stderr(Stdio::null())
         .spawn()
         .expect("starts the server");
-    let started = Instant::now();
-    let port = loop {
-        if let Ok(text) = std::fs::read_to_string(&port_file)
-            && let Some(line) = text.strip_suffix('\n')
-        {
-            break line.parse::<u16>().expect("a port");
-        }
-        assert!(started.elapsed() < Duration::from_secs(60), "no port file");
-        std::thread::sleep(Duration::from_millis(20));
-    };
+    let port = wait_for_port(&port_file);
     Replica {
         url: format!("http://127.0.0.1:{port}"),
         child,
