@@ -21,7 +21,7 @@ use bench_api::schema::{
     DELETE_USER_ORDERS, INSERT_ORDER, INSERT_USER, SCHEMA, UPDATE_ORDER_AMOUNT,
 };
 use bench_api::*;
-use bench_suite::client::{CONTROLLER, Client, STRANGER};
+use bench_suite::client::{CONTROLLER, Client, STRANGER, SplitMix64};
 use candid::Principal;
 use offline_engine::MessageResult;
 
@@ -59,15 +59,12 @@ fn read_only_failure() -> OpOutcome {
     }
 }
 
-struct Rng(u64);
+/// The run's random draws: SplitMix64 with the shapes the model needs.
+struct Rng(SplitMix64);
 
 impl Rng {
     fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
+        self.0.next_u64()
     }
     fn below(&mut self, n: u64) -> u64 {
         self.next() % n
@@ -299,7 +296,7 @@ fn random_run_matches_the_reference_model() {
         .ok()
         .and_then(|s| s.parse().ok())
         .unwrap_or(8);
-    let mut rng = Rng(seed);
+    let mut rng = Rng(SplitMix64(seed));
     let mut c = Client::install(InitArgs {
         flush_size: Some(25),
         max_delay_ms: Some(1_000),

@@ -3,20 +3,7 @@
 //! end up in SQLite exactly as the same values written without the queue.
 
 use bench_api::*;
-use bench_suite::client::{CONTROLLER, Client};
-
-/// SplitMix64: a small deterministic generator, enough for test data.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
-}
+use bench_suite::client::{CONTROLLER, Client, SplitMix64 as Rng};
 
 /// The values the amounts are drawn from besides random bit patterns.
 const SPECIAL: [f64; 12] = [
@@ -38,10 +25,10 @@ fn amounts(n: usize) -> Vec<f64> {
     let mut rng = Rng(20261123);
     (0..n)
         .map(|i| match i % 4 {
-            0 => SPECIAL[(rng.next() % SPECIAL.len() as u64) as usize],
-            1 => f64::from_bits(rng.next()),
-            2 => (rng.next() % 2_000_000) as f64 / 100.0 - 10_000.0,
-            _ => (rng.next() as i64) as f64,
+            0 => SPECIAL[(rng.next_u64() % SPECIAL.len() as u64) as usize],
+            1 => f64::from_bits(rng.next_u64()),
+            2 => (rng.next_u64() % 2_000_000) as f64 / 100.0 - 10_000.0,
+            _ => (rng.next_u64() as i64) as f64,
         })
         .collect()
 }

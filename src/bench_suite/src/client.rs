@@ -301,3 +301,19 @@ pub fn decode<R: CandidType + for<'de> Deserialize<'de>>(method: &str, exec: &Ex
 pub fn principal(bytes: &[u8]) -> Principal {
     Principal::from_slice(bytes)
 }
+
+/// SplitMix64: a small deterministic generator for test sequences (the canister's tests draw
+/// their random ops and faults from it, so that a seed reproduces a run).
+#[derive(Clone, Debug)]
+pub struct SplitMix64(pub u64);
+
+impl SplitMix64 {
+    /// The next number of the sequence.
+    pub fn next_u64(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+}

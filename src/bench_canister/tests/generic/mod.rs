@@ -9,6 +9,7 @@
 
 use std::path::PathBuf;
 
+use bench_suite::client::SplitMix64 as Rng;
 use candid::{Decode, Encode};
 use ic_rusqlite_batch::{FlushSummary, InitArgs, Stats, TicketStatus, WriteAccess, WriteError};
 use offline_engine::{Canister, Engine, EngineConfig, Execution, MessageResult, Program, Settings};
@@ -278,19 +279,6 @@ pub fn strangers_are_kept_out(target: &Target) {
     assert_eq!(c.status(WRITER_B, a), TicketStatus::NotYours);
 }
 
-/// SplitMix64: a small deterministic generator, enough for test sequences.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
-}
-
 /// What the model expects of a ticket.
 #[derive(Clone, Copy, Debug, PartialEq)]
 enum Expect {
@@ -319,12 +307,12 @@ pub fn model_run(target: &Target, seed: u64, steps: usize) {
     let mut model: Vec<(u64, &[u8], Expect)> = Vec::new();
     let mut upgrades = 0;
     for step in 0..steps {
-        let writer: &[u8] = if rng.next().is_multiple_of(2) {
+        let writer: &[u8] = if rng.next_u64().is_multiple_of(2) {
             WRITER_A
         } else {
             WRITER_B
         };
-        match rng.next() % 20 {
+        match rng.next_u64() % 20 {
             0..=10 => {
                 let Submitted::Ticket(t) = c.submit(writer, (target.good)(step as u64), false)
                 else {
@@ -339,7 +327,7 @@ pub fn model_run(target: &Target, seed: u64, steps: usize) {
                 };
                 model.push((t, writer, Expect::Fails));
             }
-            14..=16 => c.tick(rng.next() % 1_500_000_000),
+            14..=16 => c.tick(rng.next_u64() % 1_500_000_000),
             17 | 18 => {
                 let pending_before = c.stats().pending;
                 let summary = c.flush();
