@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
-# The main job: installs the tools it needs, builds both canister wasms and the suite, and runs
-# the benchmark suite on the offline engine (wasmtime with the IC's metering), writing
-# bench/REPORT.md, bench/results.json and bench/*.svg|png; it ends with the summary table.
+# The main job: installs the tools it needs, builds the reference canister's two wasms and the
+# suite, and runs the benchmark suite on the offline engine (wasmtime with the IC's metering),
+# writing bench/REPORT.md, bench/results.json and bench/*.svg|png; it ends with the summary table.
 # Usage: scripts/bench.sh [full|ci]   (default full: the scale of the ic-rusqlite users/orders
 #        benchmark, 100k users and 1M orders)
-# A first run on a fresh machine spends most of its time installing tools (cargo install) and
-# compiling (wasmtime, SQLite); later runs only the suite. It prints where the time went.
+# It builds only what the report needs (the example canisters and the clients are built by the
+# tests). Each step names itself before it starts, with how long it usually takes on a 2-core
+# machine (first run / later runs), and says how long it took; the last line is the breakdown.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -17,14 +18,22 @@ case "$scale" in
 esac
 
 t0=$SECONDS
-scripts/setup.sh
-t1=$SECONDS
-scripts/build.sh
-BENCH_SCALE_DIVISOR=$divisor scripts/build.sh canbench
-t2=$SECONDS
-cargo build --release -p bench_suite
-t3=$SECONDS
-target/release/bench-suite run --scale "$scale" --out bench
-t4=$SECONDS
+times=()
+step() { # step <name> <usual time> <command...>
+  local name=$1 usual=$2 start=$SECONDS
+  shift 2
+  echo "bench.sh: [$name] starting (usually $usual)"
+  "$@"
+  echo "bench.sh: [$name] done in $((SECONDS - start)) s"
+  times+=("$name $((SECONDS - start)) s")
+}
+canbench_wasm() { BENCH_SCALE_DIVISOR=$divisor scripts/build.sh canbench; }
+
+step "tools" "2 min first run, 1 s later" scripts/setup.sh
+step "canister wasm (deployable)" "3 min first run, 1 s later" scripts/build.sh
+step "canister wasm (canbench)" "30 s first run, 1 s later" canbench_wasm
+step "suite build" "4 min first run, 1 s later" cargo build --release -p bench_suite
+step "suite run ($scale scale)" "3 min at full scale, 20 s at CI scale" \
+  target/release/bench-suite run --scale "$scale" --out bench
 echo
-echo "bench.sh: $((t4 - t0)) s in all: tools $((t1 - t0)) s, canister wasms $((t2 - t1)) s, suite build $((t3 - t2)) s, suite run $((t4 - t3)) s"
+( IFS=,; echo "bench.sh: $((SECONDS - t0)) s in all:${times[*]/#/ }" )

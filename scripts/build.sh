@@ -36,8 +36,3 @@ ic-wasm "$out.nowasi" -o "$named" metadata candid:service -f src/bench_canister/
   --keep-name-section
 rm "$out.nowasi"
 echo "built $out ($(stat -c %s "$out") bytes) and $named"
-if [ "$flavour" = deploy ]; then
-  # The application canister example (examples/app_canister): a plain wasm32-unknown-unknown module.
-  cargo build --release --target wasm32-unknown-unknown -p app_canister
-  echo "built target/wasm32-unknown-unknown/release/app_canister.wasm"
-fi
