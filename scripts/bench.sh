@@ -17,16 +17,7 @@ case "$scale" in
   *) echo "usage: $0 [full|ci]" >&2; exit 2 ;;
 esac
 
-t0=$SECONDS
-times=()
-step() { # step <name> <usual time> <command...>
-  local name=$1 usual=$2 start=$SECONDS
-  shift 2
-  echo "bench.sh: [$name] starting (usually $usual)"
-  "$@"
-  echo "bench.sh: [$name] done in $((SECONDS - start)) s"
-  times+=("$name $((SECONDS - start)) s")
-}
+source scripts/steps.sh
 canbench_wasm() { BENCH_SCALE_DIVISOR=$divisor scripts/build.sh canbench; }
 
 step "tools" "2 min first run, 1 s later" scripts/setup.sh
@@ -36,4 +27,4 @@ step "suite build" "4 min first run, 1 s later" cargo build --release -p bench_s
 step "suite run ($scale scale)" "3 min at full scale, 20 s at CI scale" \
   target/release/bench-suite run --scale "$scale" --out bench
 echo
-( IFS=,; echo "bench.sh: $((SECONDS - t0)) s in all:${times[*]/#/ }" )
+steps_summary

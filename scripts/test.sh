@@ -2,44 +2,62 @@
 # Runs every test: checks formatting, installs the tools, lints the CI workflow, builds the canister wasms, then the
 # native tests of every crate (including the wasm checks and the canister's integration tests on
 # the offline engine), clippy on the native crates and on the canister, and a warning-free doc
-# build. Everything is built in release once.
+# build. Everything is built in release once. Each step names itself with its usual time on a
+# 2-core machine (first run from a fresh clone / later runs) and says how long it took; the last
+# line is the breakdown.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+source scripts/steps.sh
 
-cargo fmt --all --check
-scripts/setup.sh all
+step "format" "1 s" cargo fmt --all --check
+step "tools" "5 min first run, 1 s later" scripts/setup.sh all
 # The GitHub Actions workflow, checked by actionlint (pinned, installed by setup.sh all).
-actionlint .github/workflows/*.yml
-scripts/build.sh
-BENCH_SCALE_DIVISOR=100 scripts/build.sh canbench
-# The example canister on ic-rusqlite-batch (its tests run in `cargo test`, with the generic
-# checks on both canisters).
-scripts/build_example.sh
-cargo test --release
-# The library crates: their runnable examples, and the package as crates.io would get it
-# (`cargo package` builds it from its packaged sources). ic-batch-client is not packaged: it
-# depends on bench_api, which is not publishable (publish = false, and it embeds the canister's
-# .did from outside its directory).
-cargo run --release -p ic-rusqlite-batch-core --example queue
-cargo run --release -p ic-batch-client --example simulated_canister
-# Cargo treats a package version as immutable: it reuses its unpacked copy and the build of it
-# from an earlier run. Both are dropped, so that this run verifies this run's sources (the
-# verification builds in a target directory of its own).
-rm -rf "${CARGO_HOME:-$HOME/.cargo}"/registry/src/-*/ic-rusqlite-batch* target/package-verify
-cargo package --locked --target-dir target/package-verify \
-  -p ic-rusqlite-batch-types -p ic-rusqlite-batch-core -p ic-rusqlite-batch
+step "workflow lint" "1 s" actionlint .github/workflows/*.yml
+canister_wasms() {
+  scripts/build.sh
+  BENCH_SCALE_DIVISOR=100 scripts/build.sh canbench
+  # The example canisters on ic-rusqlite-batch and ic-batch-client (their tests run in
+  # `cargo test`, with the generic checks on both canisters on ic-rusqlite-batch).
+  scripts/build_example.sh
+}
+step "canister wasms" "4 min first run, 5 s later" canister_wasms
+step "cargo test" "15 min first run, 6 min later" cargo test --release
+library_examples_and_packages() {
+  # The library crates: their runnable examples, and the package as crates.io would get it
+  # (`cargo package` builds it from its packaged sources). ic-batch-client is not packaged: it
+  # depends on bench_api, which is not publishable (publish = false, and it embeds the
+  # canister's .did from outside its directory).
+  cargo run --release -p ic-rusqlite-batch-core --example queue
+  cargo run --release -p ic-batch-client --example simulated_canister
+  # Cargo treats a package version as immutable: it reuses its unpacked copy and the build of it
+  # from an earlier run. Both are dropped, so that this run verifies this run's sources (the
+  # verification builds in a target directory of its own).
+  rm -rf "${CARGO_HOME:-$HOME/.cargo}"/registry/src/-*/ic-rusqlite-batch* target/package-verify
+  cargo package --locked --target-dir target/package-verify \
+    -p ic-rusqlite-batch-types -p ic-rusqlite-batch-core -p ic-rusqlite-batch
+}
+step "library examples and packages" "2 min" library_examples_and_packages
 # The JS agent and icp-cli against the server's IC HTTP interface (their own npm package; the
 # server binary and the canister wasm come from the steps above).
-(cd src/pocket_ic_server/tests/agent-js && npm ci && npx tsc --noEmit && node --test)
-cargo clippy --release --all-targets -- -D warnings
-cargo clippy --release --target wasm32-wasip1 -p bench_canister --features canbench-rs -- -D warnings
-cargo clippy --release --target wasm32-wasip1 -p ic-rusqlite-batch -p notes_canister -- -D warnings
-RUSTDOCFLAGS="-D warnings" cargo doc --no-deps --workspace
-RUSTDOCFLAGS="-D warnings" cargo doc --no-deps --target wasm32-wasip1 -p bench_canister --document-private-items
-RUSTDOCFLAGS="-D warnings" cargo doc --no-deps --target wasm32-wasip1 -p ic-rusqlite-batch -p notes_canister
+step "JS agent and icp-cli" "1 min" \
+  bash -c 'cd src/pocket_ic_server/tests/agent-js && npm ci && npx tsc --noEmit && node --test'
+clippy_and_docs() {
+  cargo clippy --release --all-targets -- -D warnings
+  cargo clippy --release --target wasm32-wasip1 -p bench_canister --features canbench-rs -- -D warnings
+  cargo clippy --release --target wasm32-wasip1 -p ic-rusqlite-batch -p notes_canister -- -D warnings
+  RUSTDOCFLAGS="-D warnings" cargo doc --no-deps --workspace
+  RUSTDOCFLAGS="-D warnings" cargo doc --no-deps --target wasm32-wasip1 -p bench_canister --document-private-items
+  RUSTDOCFLAGS="-D warnings" cargo doc --no-deps --target wasm32-wasip1 -p ic-rusqlite-batch -p notes_canister
+}
+step "clippy and docs" "4 min first run, 1 min later" clippy_and_docs
 # The batch client: its feature-gated transports (ic-agent, PocketIC) off-chain, its ic-cdk
 # transport and timer driver built and linted for wasm32; the TypeScript client from its
 # lockfile (type check, then node's test runner: shared packed vectors, simulated faults).
-cargo clippy --release -p ic-batch-client --features ic-agent,pocket-ic --all-targets -- -D warnings
-cargo clippy --release -p ic-batch-client --no-default-features --features ic-cdk --target wasm32-wasip1 -- -D warnings
-(cd src/batch_client_ts && npm ci --no-audit --no-fund && npx tsc --noEmit && npm test)
+batch_clients() {
+  cargo clippy --release -p ic-batch-client --features ic-agent,pocket-ic --all-targets -- -D warnings
+  cargo clippy --release -p ic-batch-client --no-default-features --features ic-cdk --target wasm32-wasip1 -- -D warnings
+  (cd src/batch_client_ts && npm ci --no-audit --no-fund && npx tsc --noEmit && npm test)
+}
+step "batch clients" "2 min first run, 30 s later" batch_clients
+echo
+steps_summary
