@@ -20,11 +20,11 @@ esac
 source scripts/steps.sh
 canbench_wasm() { BENCH_SCALE_DIVISOR=$divisor scripts/build.sh canbench; }
 
-step "tools" "2 min first run, 1 s later" scripts/setup.sh
-step "canister wasm (deployable)" "3 min first run, 1 s later" scripts/build.sh
-step "canister wasm (canbench)" "30 s first run, 1 s later" canbench_wasm
-step "suite build" "4 min first run, 1 s later" cargo build --release -p bench_suite
-step "suite run ($scale scale)" "3 min at full scale, 20 s at CI scale" \
+step "tools" "75 s first run, 1 s later" scripts/setup.sh
+step "canister wasm (deployable)" "1 min first run, 1 s later" scripts/build.sh
+step "canister wasm (canbench)" "15 s first run, 1 s later" canbench_wasm
+step "suite build" "7 min first run, 1 s later" cargo build --release -p bench_suite
+step "suite run ($scale scale)" "3.5 min at full scale, 30 s at CI scale" \
   target/release/bench-suite run --scale "$scale" --out bench
 echo
 steps_summary
