@@ -571,18 +571,19 @@ pub fn render(r: &SuiteResults, charts: &[ChartLink], client: &ClientFigures) ->
              make it say something false (`src/bench_suite/src/reliability.rs`). *Failed without a cause*: ordinary \
              ops (every op but the scenario's culprits) that failed; *lost*: acknowledged ops without an outcome once \
              the queue drained (an evicted outcome that still says whether it committed is not lost); *altered*: \
-             committed orders stored with other bits than submitted; *trapped*: messages whose changes were rolled \
+             committed orders stored with other bits than submitted (or gone after an upgrade); *applied twice*: ops \
+             that ran again when their keyed batch was resent; *trapped*: messages whose changes were rolled \
              back; *timer runs*: flush-timer runs (about one per round) until the queue was empty again.\n\n{l}\n"
         );
         let _ = writeln!(
             o,
-            "| scenario | what | acknowledged | committed | failed | failed without a cause | lost | altered | refused | trapped | timer runs to drain |\n\
-             |---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
+            "| scenario | what | acknowledged | committed | failed | failed without a cause | lost | altered | applied twice | refused | trapped | timer runs to drain |\n\
+             |---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
         );
         for x in &r.reliability {
             let _ = writeln!(
                 o,
-                "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
+                "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
                 x.name,
                 x.description,
                 fmt_u(x.acknowledged),
@@ -591,6 +592,7 @@ pub fn render(r: &SuiteResults, charts: &[ChartLink], client: &ClientFigures) ->
                 x.failed_without_cause,
                 x.lost,
                 x.altered,
+                x.applied_twice,
                 fmt_u(x.refused),
                 x.trapped,
                 x.rounds_to_drain
@@ -711,6 +713,7 @@ pub(crate) mod tests {
             lost: 0,
             altered: 0,
             failed_without_cause: 0,
+            applied_twice: 0,
             refused: 0,
             trapped: 0,
             rounds_to_drain: 3,
