@@ -28,7 +28,9 @@ pub(crate) const EMPTY_UNIT_ERROR: &str = "unit has no statements";
 /// Error text of a statement that is empty, read-only or transaction control.
 pub(crate) const NOT_A_WRITE_ERROR: &str = "not a write statement: empty, read-only (SELECT) and transaction control (BEGIN, COMMIT, ROLLBACK, SAVEPOINT, RELEASE) statements cannot be batched";
 
-const BEGIN: &str = "BEGIN IMMEDIATE";
+/// Names the reserved prefix (the transaction's name is ignored), so that no op can send this
+/// text and reuse the statement the connection's cache holds compiled (see `connection_state`).
+const BEGIN: &str = "BEGIN IMMEDIATE TRANSACTION batch_core_batch";
 const COMMIT: &str = "COMMIT";
 const ROLLBACK: &str = "ROLLBACK";
 const SAVEPOINT: &str = "SAVEPOINT batch_core_unit";
@@ -304,7 +306,7 @@ impl<'c> Statements<'c> {
         {
             return run_prepared(conn, &mut self.held[i].1, statement);
         }
-        let mut prepared = conn.prepare_cached(&statement.sql)?;
+        let mut prepared = connection_state::prepare_op(conn, &statement.sql)?;
         let result = run_prepared(conn, &mut prepared, statement);
         if self.held.len() < MAX_HELD_STATEMENTS {
             self.held.push((statement.sql.clone(), prepared));

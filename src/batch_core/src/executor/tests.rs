@@ -133,7 +133,11 @@ fn error_texts_are_sqlite_messages() {
             MISUSE,
             NOT_A_WRITE_ERROR,
         ),
-        (WriteOp::single("BEGIN", vec![]), MISUSE, NOT_A_WRITE_ERROR),
+        (
+            WriteOp::single("BEGIN", vec![]),
+            rusqlite::ffi::SQLITE_AUTH,
+            "refused, nothing happened: BEGIN would open a transaction that outlives the op (an op runs inside the transaction of its batch, or of its own)",
+        ),
         (WriteOp::single("COMMIT", vec![]), MISUSE, NOT_A_WRITE_ERROR),
         (
             WriteOp::single("SAVEPOINT mine", vec![]),

@@ -259,7 +259,8 @@ impl<'c> Coalescer<'c, '_> {
                     Some(shape) => shape.sql(rows),
                     None => return Err(rusqlite::Error::InvalidQuery),
                 };
-                let prepared = self.conn.prepare_cached(&sql)?;
+                // Compiled as the ops' own statements are, under the allow-list of ops.
+                let prepared = crate::connection_state::prepare_op(self.conn, &sql)?;
                 self.statements.push(((index, rows), prepared));
                 self.statements.len() - 1
             }
