@@ -406,6 +406,7 @@ fn real_main() -> Result<ExitCode> {
                     x.failed_without_cause,
                     x.lost,
                     x.altered,
+                    x.applied_twice,
                     x.refused,
                     x.trapped,
                     x.rounds_to_drain

@@ -24,6 +24,8 @@ use serde::{Deserialize, Serialize};
 use crate::client::{CONTROLLER, Client, STRANGER, program_at};
 use crate::progress::Progress;
 
+mod careless;
+
 /// One second of engine time: the flush timer's period in the scenarios.
 const SECOND: u64 = 1_000_000_000;
 /// Timer runs after which a queue that has not drained counts as stuck.
@@ -82,6 +84,9 @@ pub struct ScenarioResult {
     pub altered: u64,
     /// Calls refused before anything was queued (full queue, strangers).
     pub refused: u64,
+    /// Ops applied more than once (a resent keyed batch that ran again; must be 0).
+    #[serde(default)]
+    pub applied_twice: u64,
     /// Messages that trapped (their changes rolled back).
     pub trapped: u64,
     /// Timer runs from the disturbance until the queue was empty.
@@ -211,6 +216,7 @@ impl Ledger {
             lost,
             altered,
             refused: self.refused,
+            applied_twice: 0,
             trapped: c.traps().len() as u64,
             rounds_to_drain: rounds,
         })
@@ -684,6 +690,7 @@ pub fn run_all(wasm: &Path, progress: &mut Progress) -> Result<Vec<ScenarioResul
         "300 ordinary ops at the smallest budget (20 M), each hundred first after an upgrade; one less is refused at install",
     )?);
 
+    careless::run(&engine, &program, progress, &mut out)?;
     Ok(out)
 }
 
@@ -834,7 +841,7 @@ pub fn worst_case_flush(wasm: &Path, progress: &mut Progress) -> Result<WorstCas
 pub fn all_safe(results: &[ScenarioResult]) -> bool {
     results
         .iter()
-        .all(|r| r.lost == 0 && r.altered == 0 && r.failed_without_cause == 0)
+        .all(|r| r.lost == 0 && r.altered == 0 && r.failed_without_cause == 0 && r.applied_twice == 0)
 }
 
 /// What one op of the users/orders API costs alone, as the instruction guard counts it.
