@@ -169,7 +169,7 @@ fn pragmas_are_refused_before_they_take_effect() {
         ),
         failed(
             23,
-            "refused, nothing happened: temporary tables, indexes, views and triggers belong to the connection, not to the database, and vanish when it is reopened"
+            "refused, nothing happened: temp.orders is in the temp schema, which belongs to the connection, not to the database, and vanishes when the connection is reopened (at every upgrade of a canister)"
         )
     );
     assert_eq!(
