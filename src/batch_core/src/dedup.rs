@@ -26,6 +26,10 @@ pub const DEFAULT_PERMITTED_DRIFT_NS: u64 = 60 * 1_000_000_000;
 pub const DEFAULT_MAX_KEYS: u64 = 1_000_000;
 /// The default most bytes held: 256 MiB.
 pub const DEFAULT_MAX_BYTES: u64 = 256 << 20;
+/// The default most keys one caller holds: an eighth of [`DEFAULT_MAX_KEYS`] (125,000).
+pub const DEFAULT_MAX_KEYS_PER_CALLER: u64 = DEFAULT_MAX_KEYS / 8;
+/// The default most bytes one caller holds: an eighth of [`DEFAULT_MAX_BYTES`] (32 MiB).
+pub const DEFAULT_MAX_BYTES_PER_CALLER: u64 = DEFAULT_MAX_BYTES / 8;
 /// The longest caller, in bytes (a principal has at most 29).
 pub const MAX_CALLER_BYTES: usize = 64;
 /// Bytes counted per key on top of its caller, id, digest and encoded outcomes (its creation
@@ -36,9 +40,12 @@ pub const KEY_OVERHEAD_BYTES: u64 = 16;
 pub const KEYS_TABLE: &str = "batch_core_dedup_keys";
 /// The table of the store's counters.
 pub const META_TABLE: &str = "batch_core_dedup_meta";
+/// The table of each caller's keys and bytes held (a row per caller holding keys).
+pub const CALLERS_TABLE: &str = "batch_core_dedup_callers";
+/// Expired keys a prune step reads per query, before removing them one at a time.
+const PRUNE_CHUNK_KEYS: u64 = 64;
 
-const SCHEMA: &str = "BEGIN IMMEDIATE;
-CREATE TABLE IF NOT EXISTS batch_core_dedup_keys (
+const SCHEMA: &str = "CREATE TABLE IF NOT EXISTS batch_core_dedup_keys (
   created_at INTEGER NOT NULL,
   caller BLOB NOT NULL,
   id BLOB NOT NULL,
@@ -51,18 +58,47 @@ CREATE TABLE IF NOT EXISTS batch_core_dedup_meta (
   keys INTEGER NOT NULL,
   bytes INTEGER NOT NULL
 );
-INSERT OR IGNORE INTO batch_core_dedup_meta (id, keys, bytes) VALUES (0, 0, 0);
-COMMIT;";
+INSERT OR IGNORE INTO batch_core_dedup_meta (id, keys, bytes) VALUES (0, 0, 0);";
+/// The per-caller counts, and the migration of a store written before them: each caller's
+/// keys and bytes aggregated once from the keys held (run only when the table is created).
+const CALLERS_SCHEMA: &str = "CREATE TABLE batch_core_dedup_callers (
+  caller BLOB PRIMARY KEY,
+  keys INTEGER NOT NULL,
+  bytes INTEGER NOT NULL
+) WITHOUT ROWID;
+INSERT INTO batch_core_dedup_callers (caller, keys, bytes)
+  SELECT caller, count(*), sum(length(caller) + length(id) + length(digest) + length(outcomes) + 16)
+  FROM batch_core_dedup_keys GROUP BY caller;";
+// The migration above counts each key's bytes as `key_bytes` does.
+const _: () = assert!(KEY_OVERHEAD_BYTES == 16);
+const CALLERS_EXIST: &str = "SELECT EXISTS (SELECT 1 FROM sqlite_schema WHERE type = 'table' AND name = 'batch_core_dedup_callers')";
 const LOOKUP: &str = "SELECT digest, outcomes FROM batch_core_dedup_keys WHERE created_at = ?1 AND caller = ?2 AND id = ?3";
 const READ_META: &str = "SELECT keys, bytes FROM batch_core_dedup_meta WHERE id = 0";
+/// The store's counts and the caller's (0 for a caller holding no key).
+const READ_HELD: &str = "SELECT m.keys, m.bytes, coalesce(c.keys, 0), coalesce(c.bytes, 0) \
+    FROM batch_core_dedup_meta AS m LEFT JOIN batch_core_dedup_callers AS c ON c.caller = ?1 \
+    WHERE m.id = 0";
+const READ_CALLER: &str = "SELECT keys, bytes FROM batch_core_dedup_callers WHERE caller = ?1";
+/// Counts a key of ?2 bytes for caller ?1 if its share has room (?3 keys, ?4 bytes); changes
+/// no row otherwise. (The `WHERE` of the `SELECT` also keeps SQLite's parser from reading
+/// `ON CONFLICT` as a join constraint.)
+const RESERVE_CALLER: &str = "INSERT INTO batch_core_dedup_callers (caller, keys, bytes) \
+    SELECT ?1, 1, ?2 WHERE ?2 <= ?4 \
+    ON CONFLICT (caller) DO UPDATE SET keys = keys + 1, bytes = bytes + ?2 \
+    WHERE keys + 1 <= ?3 AND bytes + ?2 <= ?4";
 const RESERVE: &str = "UPDATE batch_core_dedup_meta SET keys = keys + 1, bytes = bytes + ?1 \
     WHERE id = 0 AND keys + 1 <= ?2 AND bytes + ?1 <= ?3";
 const INSERT: &str = "INSERT INTO batch_core_dedup_keys (created_at, caller, id, digest, outcomes) \
     VALUES (?1, ?2, ?3, ?4, ?5)";
-const PRUNE: &str = "DELETE FROM batch_core_dedup_keys WHERE (created_at, caller, id) IN \
-    (SELECT created_at, caller, id FROM batch_core_dedup_keys WHERE created_at < ?1 \
-     ORDER BY created_at LIMIT ?2) \
-    RETURNING length(caller) + length(id) + length(digest) + length(outcomes)";
+/// The oldest expired keys (`length()` of a blob reads its header, not its pages).
+const EXPIRED: &str = "SELECT created_at, caller, id, \
+    length(caller) + length(id) + length(digest) + length(outcomes) \
+    FROM batch_core_dedup_keys WHERE created_at < ?1 ORDER BY created_at LIMIT ?2";
+const DELETE_KEY: &str =
+    "DELETE FROM batch_core_dedup_keys WHERE created_at = ?1 AND caller = ?2 AND id = ?3";
+const RELEASE_CALLER: &str = "UPDATE batch_core_dedup_callers \
+    SET keys = keys - ?2, bytes = bytes - ?3 WHERE caller = ?1 RETURNING keys";
+const FORGET_CALLER: &str = "DELETE FROM batch_core_dedup_callers WHERE caller = ?1";
 const RELEASE: &str =
     "UPDATE batch_core_dedup_meta SET keys = keys - ?1, bytes = bytes - ?2 WHERE id = 0";
 const EXPIRED_LEFT: &str =
@@ -166,6 +202,8 @@ impl BatchDigest {
 /// | `permitted_drift_ns` | [`DEFAULT_PERMITTED_DRIFT_NS`] (60 s) | how far a client's clock may be off |
 /// | `max_keys` | [`DEFAULT_MAX_KEYS`] | most keys held |
 /// | `max_bytes` | [`DEFAULT_MAX_BYTES`] | most bytes held |
+/// | `max_keys_per_caller` | [`DEFAULT_MAX_KEYS_PER_CALLER`] (an eighth of `max_keys`) | most keys one caller holds |
+/// | `max_bytes_per_caller` | [`DEFAULT_MAX_BYTES_PER_CALLER`] (an eighth of `max_bytes`) | most bytes one caller holds |
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct DedupConfig {
     /// A key is refused as too old once it was created more than `window_ns +
@@ -178,6 +216,12 @@ pub struct DedupConfig {
     pub max_keys: u64,
     /// Most bytes held (see [`KEY_OVERHEAD_BYTES`]); at least 1.
     pub max_bytes: u64,
+    /// Most keys one caller holds (its share): so that one caller cannot fill the store and
+    /// leave every other caller refused for a whole window. At least 1; a share as large as
+    /// `max_keys` turns it off.
+    pub max_keys_per_caller: u64,
+    /// Most bytes one caller holds (its share); at least 1.
+    pub max_bytes_per_caller: u64,
 }
 
 impl Default for DedupConfig {
@@ -187,6 +231,8 @@ impl Default for DedupConfig {
             permitted_drift_ns: DEFAULT_PERMITTED_DRIFT_NS,
             max_keys: DEFAULT_MAX_KEYS,
             max_bytes: DEFAULT_MAX_BYTES,
+            max_keys_per_caller: DEFAULT_MAX_KEYS_PER_CALLER,
+            max_bytes_per_caller: DEFAULT_MAX_BYTES_PER_CALLER,
         }
     }
 }
@@ -203,7 +249,16 @@ impl DedupConfig {
         if self.max_bytes == 0 {
             return Err(DedupConfigError::ZeroMaxBytes);
         }
-        if i64::try_from(self.max_keys).is_err() || i64::try_from(self.max_bytes).is_err() {
+        if self.max_keys_per_caller == 0 || self.max_bytes_per_caller == 0 {
+            return Err(DedupConfigError::ZeroCallerShare);
+        }
+        let bounds = [
+            self.max_keys,
+            self.max_bytes,
+            self.max_keys_per_caller,
+            self.max_bytes_per_caller,
+        ];
+        if bounds.iter().any(|bound| i64::try_from(*bound).is_err()) {
             return Err(DedupConfigError::BoundTooLarge);
         }
         Ok(())
@@ -236,8 +291,11 @@ pub enum DedupConfigError {
     /// `max_bytes` is 0: no key could be held.
     #[error("max_bytes must be at least 1")]
     ZeroMaxBytes,
-    /// `max_keys` or `max_bytes` does not fit SQLite's 64-bit signed integers.
-    #[error("max_keys and max_bytes must be below 2^63")]
+    /// `max_keys_per_caller` or `max_bytes_per_caller` is 0: no caller could hold a key.
+    #[error("max_keys_per_caller and max_bytes_per_caller must be at least 1")]
+    ZeroCallerShare,
+    /// A bound does not fit SQLite's 64-bit signed integers.
+    #[error("max_keys, max_bytes and the per-caller shares must be below 2^63")]
     BoundTooLarge,
 }
 
@@ -286,20 +344,27 @@ pub enum DedupError {
         /// The key.
         key: BatchKey,
     },
-    /// The store holds `max_keys` keys or `max_bytes` bytes of keys still within their window
-    /// (or not yet pruned): a new key is refused rather than one forgotten. Nothing ran; the
-    /// same key may be sent again after the store is pruned.
+    /// The caller's share of the store, or the whole store, holds its most keys or bytes of
+    /// keys still within their window (or not yet pruned): a new key is refused rather than
+    /// one forgotten. `share` says which is full, and the counts are that share's: the
+    /// caller's keys and bytes against [`DedupConfig::max_keys_per_caller`] and
+    /// [`DedupConfig::max_bytes_per_caller`], or the store's against [`DedupConfig::max_keys`]
+    /// and [`DedupConfig::max_bytes`]. When both are full the caller's share is named (the
+    /// store's room would not help it). Nothing ran; the same key may be sent again after the
+    /// store is pruned.
     #[error(
-        "StoreFull: the deduplication store holds {keys_held} of {max_keys} keys and {bytes_held} of {max_bytes} bytes; this key needs {needed_bytes} bytes"
+        "StoreFull: {share} holds {keys_held} of {max_keys} keys and {bytes_held} of {max_bytes} bytes; this key needs {needed_bytes} bytes"
     )]
     StoreFull {
-        /// Keys held.
+        /// Whose share is full: the caller's, or the whole store.
+        share: StoreShare,
+        /// Keys held (by the caller, or in the store).
         keys_held: u64,
-        /// [`DedupConfig::max_keys`].
+        /// The most keys of that share.
         max_keys: u64,
-        /// Bytes held.
+        /// Bytes held (by the caller, or in the store).
         bytes_held: u64,
-        /// [`DedupConfig::max_bytes`].
+        /// The most bytes of that share.
         max_bytes: u64,
         /// Bytes the refused key would have taken (0 when refused before running).
         needed_bytes: u64,
@@ -319,6 +384,25 @@ pub enum DedupError {
         /// What is wrong with it.
         reason: String,
     },
+}
+
+/// Whose share of the key store is full ([`DedupError::StoreFull`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum StoreShare {
+    /// The caller holds [`DedupConfig::max_keys_per_caller`] keys or
+    /// [`DedupConfig::max_bytes_per_caller`] bytes: other callers may still record keys.
+    Caller,
+    /// The store holds [`DedupConfig::max_keys`] keys or [`DedupConfig::max_bytes`] bytes.
+    Store,
+}
+
+impl fmt::Display for StoreShare {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            StoreShare::Caller => "the caller's share of the deduplication store",
+            StoreShare::Store => "the deduplication store",
+        })
+    }
 }
 
 /// The outcomes of a keyed batch.
@@ -399,6 +483,9 @@ pub struct PruneReport {
     pub bytes_freed: u64,
     /// Expired keys are left for another step.
     pub more: bool,
+    /// The step stopped because it had used its instruction budget (expired keys may be left
+    /// below its key bound).
+    pub budget_used: bool,
 }
 
 /// Exactly-once client batches: a batch carries a key chosen by its client, and the database
@@ -444,29 +531,40 @@ pub struct PruneReport {
 ///
 /// # Storage
 ///
-/// Two tables of batch_core's own, created on first use: `batch_core_dedup_keys` (one row per
+/// Three tables of batch_core's own, created on first use: `batch_core_dedup_keys` (one row per
 /// key: creation time, caller, id, digest, encoded outcomes; primary key `(created_at, caller,
-/// id)`, `WITHOUT ROWID`, so pruning reads the oldest keys first) and `batch_core_dedup_meta`
-/// (one row: keys held, bytes held). The ops of a batch must not write these tables.
+/// id)`, `WITHOUT ROWID`, so pruning reads the oldest keys first), `batch_core_dedup_meta` (one
+/// row: keys held, bytes held) and `batch_core_dedup_callers` (a row per caller holding keys:
+/// its keys and bytes; removed when its last key is pruned). The ops of a batch must not write
+/// these tables. A store written before the per-caller table existed (keys and meta only) is
+/// migrated once, when a deduplicator first opens it: each caller's keys and bytes are
+/// aggregated from the keys held, in one transaction (a scan of the keys, linear in them).
 ///
 /// The store is bounded by [`DedupConfig::max_keys`] and [`DedupConfig::max_bytes`] (a key's
 /// bytes: its caller, id, digest and encoded outcomes plus [`KEY_OVERHEAD_BYTES`]; SQLite's page
-/// overhead comes on top). Expired keys are removed by [`Deduplicator::prune`], in steps of a
-/// bounded number of keys, which the canister calls from its timer or flush, never from the
-/// path that runs a batch. When the store is full of keys that are still within their window,
-/// a new key is refused with [`DedupError::StoreFull`] and its batch does not run: forgetting a
-/// key inside its window could apply a retried batch twice, so the store never does. A client
-/// can send the batch again later with the same key (the refusal recorded nothing); duplicates
-/// of recorded keys are still answered. Size `max_keys` for the most batches the canister
-/// accepts in a window (the ledgers accept up to 3,000,000 transactions per window and throttle
-/// past half of it; this store refuses only when full).
+/// overhead comes on top), and each caller by its share, [`DedupConfig::max_keys_per_caller`]
+/// and [`DedupConfig::max_bytes_per_caller`] (an eighth of the store by default: 125,000 keys
+/// and 32 MiB), so that one caller cannot fill the store and leave every other caller refused
+/// for a whole window. A caller sending one keyed batch per second all day holds 86,460 keys,
+/// within its share; eight callers at their share fill the store (where anyone may write,
+/// eight identities still can). Expired keys are removed by [`Deduplicator::prune`], in steps
+/// bounded by keys and by instructions, which the canister calls from a timer of their own,
+/// never from the path that runs a batch. When the caller's share or the store is full of keys
+/// that are still within their window, a new key is refused with [`DedupError::StoreFull`],
+/// naming which ([`StoreShare`]), and its batch does not run: forgetting a key inside its
+/// window could apply a retried batch twice, so the store never does. A client can send the
+/// batch again later with the same key (the refusal recorded nothing); duplicates of recorded
+/// keys are still answered. Size `max_keys` for the most batches the canister accepts in a
+/// window (the ledgers accept up to 3,000,000 transactions per window and throttle past half of
+/// it; this store refuses only when full).
 ///
 /// # Cost
 ///
 /// Per keyed batch, besides the batch: an XXH3-128 of the request (by the caller), two reads by
-/// primary key (the key, the meta row), the encoding of the outcomes (linear in outcomes, a run
-/// of inserts encodes in a few bytes), one INSERT and one UPDATE inside the batch's
-/// transaction. A duplicate costs the two reads and decoding its outcomes.
+/// primary key (the key; the meta row joined with the caller's row), the encoding of the
+/// outcomes (linear in outcomes, a run of inserts encodes in a few bytes), and inside the
+/// batch's transaction one INSERT, one UPDATE (the store's counts) and one upsert (the
+/// caller's). A duplicate costs the first read and decoding its outcomes.
 ///
 /// A `Deduplicator` holds the rules, the bounds and the counters; the keys themselves live in
 /// the database. Cloning copies the counters: a test that simulates a trap restores a clone
@@ -544,7 +642,8 @@ impl Deduplicator {
 
     /// Applies rules 1 to 3 of [`Deduplicator`] to `key` of `caller` at the database's time `now_ns`, without
     /// running anything: the recorded outcomes of a duplicate, or an [`Admitted`] key when the
-    /// key is new and the store has room for it. Creates the store's tables on first use.
+    /// key is new and both the caller's share and the store have room for it (else
+    /// [`DedupError::StoreFull`] naming the full one). Creates the store's tables on first use.
     ///
     /// Cost: two reads by primary key, plus decoding a duplicate's outcomes. `ops` is the
     /// number of ops of the batch (a duplicate's record must hold that many outcomes).
@@ -589,10 +688,27 @@ impl Deduplicator {
                 duplicate: true,
             }));
         }
-        let (keys_held, bytes_held) = read_meta(conn)?;
-        if keys_held >= self.config.max_keys || bytes_held >= self.config.max_bytes {
+        let [store_keys, store_bytes, caller_keys, caller_bytes] = conn
+            .prepare_cached(READ_HELD)
+            .and_then(|mut read| {
+                read.query_row([caller], |row| {
+                    Ok::<[i64; 4], _>([row.get(0)?, row.get(1)?, row.get(2)?, row.get(3)?])
+                })
+            })
+            .map_err(DedupError::Store)?
+            .map(|count| u64::try_from(count).unwrap_or(0));
+        let full = if caller_keys >= self.config.max_keys_per_caller
+            || caller_bytes >= self.config.max_bytes_per_caller
+        {
+            Some((StoreShare::Caller, caller_keys, caller_bytes))
+        } else if store_keys >= self.config.max_keys || store_bytes >= self.config.max_bytes {
+            Some((StoreShare::Store, store_keys, store_bytes))
+        } else {
+            None
+        };
+        if let Some((share, keys_held, bytes_held)) = full {
             self.counters.store_full += 1;
-            return Err(self.store_full(keys_held, bytes_held, 0));
+            return Err(self.store_full(share, keys_held, bytes_held, 0));
         }
         Ok(Lookup::New(Admitted {
             caller: caller.to_vec(),
@@ -605,10 +721,10 @@ impl Deduplicator {
     /// Runs the batch of an [`Admitted`] key with
     /// [`execute_batch_within`](crate::execute_batch_within)'s budget rules and records its
     /// key, digest and outcomes inside its transaction, just before `COMMIT` (also after the
-    /// executor re-applied ops following an interrupt). If the record does not fit the store's
-    /// bounds, the transaction is rolled back and the batch is refused with
-    /// [`DedupError::StoreFull`]; if the same key was recorded since the lookup (another
-    /// connection), the batch is rolled back and answered as that record says.
+    /// executor re-applied ops following an interrupt). If the record does not fit the caller's
+    /// share or the store's bounds, the transaction is rolled back and the batch is refused
+    /// with [`DedupError::StoreFull`] naming which; if the same key was recorded since the
+    /// lookup (another connection), the batch is rolled back and answered as that record says.
     ///
     /// An empty batch records its key in a transaction of its own.
     pub fn execute_admitted_within<M: InstructionMeter>(
@@ -626,13 +742,31 @@ impl Deduplicator {
         let mut record = |conn: &Connection, executed: &[OpOutcome]| -> rusqlite::Result<()> {
             let blob = stored::encode(executed, len - executed.len(), &not_run);
             let bytes = key_bytes(admitted.caller.len(), blob.len());
+            let caller_reserved = conn.prepare_cached(RESERVE_CALLER)?.execute(params![
+                &admitted.caller[..],
+                bytes as i64,
+                config.max_keys_per_caller as i64,
+                config.max_bytes_per_caller as i64
+            ])?;
+            if caller_reserved == 0 {
+                refused = Some(Refusal::Full {
+                    share: StoreShare::Caller,
+                    needed: bytes,
+                });
+                return Err(refusal_error(
+                    "the caller's share of the deduplication store is full",
+                ));
+            }
             let reserved = conn.prepare_cached(RESERVE)?.execute(params![
                 bytes as i64,
                 config.max_keys as i64,
                 config.max_bytes as i64
             ])?;
             if reserved == 0 {
-                refused = Some(Refusal::Full { needed: bytes });
+                refused = Some(Refusal::Full {
+                    share: StoreShare::Store,
+                    needed: bytes,
+                });
                 return Err(refusal_error("the deduplication store is full"));
             }
             let inserted = conn.prepare_cached(INSERT)?.execute(params![
@@ -664,10 +798,13 @@ impl Deduplicator {
                     duplicate: false,
                 })
             }
-            (Err(FlushError::BeforeCommit(_)), Some(Refusal::Full { needed })) => {
+            (Err(FlushError::BeforeCommit(_)), Some(Refusal::Full { share, needed })) => {
                 self.counters.store_full += 1;
-                let (keys_held, bytes_held) = read_meta(conn)?;
-                Err(self.store_full(keys_held, bytes_held, needed))
+                let (keys_held, bytes_held) = match share {
+                    StoreShare::Caller => read_caller(conn, &admitted.caller)?,
+                    StoreShare::Store => read_meta(conn)?,
+                };
+                Err(self.store_full(share, keys_held, bytes_held, needed))
             }
             (Err(FlushError::BeforeCommit(_)), Some(Refusal::Recorded)) => {
                 match self.lookup(
@@ -709,32 +846,84 @@ impl Deduplicator {
         }
     }
 
-    /// Removes at most `max_keys` keys that are too old at `now_ns` (created before `now −
-    /// window − drift`), oldest first, in one transaction of their own. Call it from a timer
-    /// or after a flush, with a bound that fits the message; `more` says whether expired keys
-    /// are left. The connection must have no transaction open.
+    /// Removes keys that are too old at `now_ns` (created before `now − window − drift`), oldest
+    /// first, one at a time, in one transaction of their own, and stops at the first of: no
+    /// expired key left, `max_keys` removed, or `budget.instructions` used. The budget is read
+    /// from `budget.meter` before each key after the first (a step always removes one expired
+    /// key, so that steps make progress whatever the budget), so a step uses at most the budget
+    /// plus the removal of one key (which grows with its record's bytes), the update of its
+    /// caller's count, the update of the store's, a check for expired keys left, and `COMMIT`.
+    /// Call it from a message of its own (a timer), with bounds that fit the message;
+    /// `more` says whether expired keys are left, `budget_used` whether the budget stopped it
+    /// (then `more` is set).
+    /// The connection must have no transaction open.
     ///
-    /// Cost: one indexed range delete of at most `max_keys` rows and one update.
-    pub fn prune(
+    /// Cost per key: one read of the oldest expired keys per 64 keys, one
+    /// delete by primary key, and one update of the caller's row per run of keys of one caller
+    /// (in primary-key order); per step, one update of the meta row and one indexed read.
+    pub fn prune<M: InstructionMeter>(
         &mut self,
         conn: &Connection,
         now_ns: u64,
         max_keys: u64,
+        budget: &Budget<M>,
     ) -> Result<PruneReport, DedupError> {
         self.ensure_schema(conn)?;
         let cutoff = i64::try_from(self.config.oldest_accepted_ns(now_ns)).unwrap_or(i64::MAX);
-        let limit = i64::try_from(max_keys).unwrap_or(i64::MAX);
+        let start = budget.meter.instructions();
         let step = || -> rusqlite::Result<PruneReport> {
             let tx = rusqlite::Transaction::new_unchecked(conn, TransactionBehavior::Immediate)?;
-            let (mut removed, mut bytes_freed) = (0u64, 0u64);
-            {
-                let mut prune = tx.prepare_cached(PRUNE)?;
-                let mut rows = prune.query(params![cutoff, limit])?;
-                while let Some(row) = rows.next()? {
-                    removed += 1;
-                    bytes_freed +=
-                        u64::try_from(row.get::<_, i64>(0)?).unwrap_or(0) + KEY_OVERHEAD_BYTES;
+            let (mut removed, mut bytes_freed, mut budget_used) = (0u64, 0u64, false);
+            // The caller whose removed keys are not yet subtracted from its row: (caller,
+            // keys, bytes).
+            let mut pending: Option<(Vec<u8>, u64, u64)> = None;
+            let mut candidates = std::collections::VecDeque::new();
+            while removed < max_keys {
+                if candidates.is_empty() {
+                    let chunk = (max_keys - removed).min(PRUNE_CHUNK_KEYS) as i64;
+                    let mut expired = tx.prepare_cached(EXPIRED)?;
+                    let rows = expired.query_map(params![cutoff, chunk], |row| {
+                        Ok((
+                            row.get::<_, i64>(0)?,
+                            row.get::<_, Vec<u8>>(1)?,
+                            row.get::<_, Vec<u8>>(2)?,
+                            u64::try_from(row.get::<_, i64>(3)?).unwrap_or(0) + KEY_OVERHEAD_BYTES,
+                        ))
+                    })?;
+                    for row in rows {
+                        candidates.push_back(row?);
+                    }
                 }
+                let Some((created_at, caller, id, bytes)) = candidates.pop_front() else {
+                    break;
+                };
+                if removed > 0
+                    && budget.meter.instructions().saturating_sub(start) >= budget.instructions
+                {
+                    budget_used = true;
+                    break;
+                }
+                tx.prepare_cached(DELETE_KEY)?.execute(params![
+                    created_at,
+                    &caller[..],
+                    &id[..]
+                ])?;
+                removed += 1;
+                bytes_freed += bytes;
+                match pending.as_mut() {
+                    Some((held_by, keys, held)) if *held_by == caller => {
+                        *keys += 1;
+                        *held += bytes;
+                    }
+                    _ => {
+                        if let Some((done, keys, held)) = pending.replace((caller, 1, bytes)) {
+                            release_caller(&tx, &done, keys, held)?;
+                        }
+                    }
+                }
+            }
+            if let Some((caller, keys, bytes)) = pending {
+                release_caller(&tx, &caller, keys, bytes)?;
             }
             if removed > 0 {
                 tx.prepare_cached(RELEASE)?
@@ -748,6 +937,7 @@ impl Deduplicator {
                 removed,
                 bytes_freed,
                 more,
+                budget_used,
             })
         };
         let report = step().map_err(DedupError::Store)?;
@@ -766,6 +956,17 @@ impl Deduplicator {
         })
     }
 
+    /// Creates the store's tables if they do not exist, or migrates a store written before
+    /// the per-caller counts (see "Storage" in [`Deduplicator`]). Done on first use; call it
+    /// earlier to choose the message that pays for a migration (in a canister,
+    /// `post_upgrade`). The connection must have no transaction open.
+    ///
+    /// Cost: a few statements once per deduplicator; the first time on a store written before
+    /// the per-caller counts, also a scan of its keys.
+    pub fn prepare(&mut self, conn: &Connection) -> Result<(), DedupError> {
+        self.ensure_schema(conn)
+    }
+
     /// Creates the store's tables if they do not exist (once per deduplicator).
     fn ensure_schema(&mut self, conn: &Connection) -> Result<(), DedupError> {
         if !self.schema_ready {
@@ -775,23 +976,42 @@ impl Deduplicator {
                     Some("a transaction is open on the connection".to_owned()),
                 )));
             }
-            conn.execute_batch(SCHEMA).map_err(|error| {
-                if !conn.is_autocommit() {
-                    let _ = conn.execute_batch("ROLLBACK");
+            let create = || -> rusqlite::Result<()> {
+                let tx =
+                    rusqlite::Transaction::new_unchecked(conn, TransactionBehavior::Immediate)?;
+                tx.execute_batch(SCHEMA)?;
+                let callers: bool = tx.query_row(CALLERS_EXIST, [], |row| row.get(0))?;
+                if !callers {
+                    tx.execute_batch(CALLERS_SCHEMA)?;
                 }
-                DedupError::Store(error)
-            })?;
+                tx.commit()
+            };
+            create().map_err(DedupError::Store)?;
             self.schema_ready = true;
         }
         Ok(())
     }
 
-    fn store_full(&self, keys_held: u64, bytes_held: u64, needed_bytes: u64) -> DedupError {
+    fn store_full(
+        &self,
+        share: StoreShare,
+        keys_held: u64,
+        bytes_held: u64,
+        needed_bytes: u64,
+    ) -> DedupError {
+        let (max_keys, max_bytes) = match share {
+            StoreShare::Caller => (
+                self.config.max_keys_per_caller,
+                self.config.max_bytes_per_caller,
+            ),
+            StoreShare::Store => (self.config.max_keys, self.config.max_bytes),
+        };
         DedupError::StoreFull {
+            share,
             keys_held,
-            max_keys: self.config.max_keys,
+            max_keys,
             bytes_held,
-            max_bytes: self.config.max_bytes,
+            max_bytes,
             needed_bytes,
         }
     }
@@ -799,8 +1019,8 @@ impl Deduplicator {
 
 /// Why the record step refused a batch.
 enum Refusal {
-    /// Recording the key would pass a bound.
-    Full { needed: u64 },
+    /// Recording the key would pass the bound of `share`.
+    Full { share: StoreShare, needed: u64 },
     /// The key was recorded since the lookup.
     Recorded,
 }
@@ -819,6 +1039,36 @@ fn refusal_error(message: &str) -> rusqlite::Error {
         rusqlite::ffi::Error::new(rusqlite::ffi::SQLITE_FULL),
         Some(message.to_owned()),
     )
+}
+
+/// Subtracts `keys` keys and `bytes` bytes from `caller`'s row, and removes the row once it
+/// holds no key (a row whose caller is missing, in a store changed by something else, is left
+/// alone).
+fn release_caller(conn: &Connection, caller: &[u8], keys: u64, bytes: u64) -> rusqlite::Result<()> {
+    let left: Option<i64> = conn
+        .prepare_cached(RELEASE_CALLER)?
+        .query_row(params![caller, keys as i64, bytes as i64], |row| row.get(0))
+        .optional()?;
+    if left.is_some_and(|left| left <= 0) {
+        conn.prepare_cached(FORGET_CALLER)?.execute([caller])?;
+    }
+    Ok(())
+}
+
+/// The keys and bytes `caller` holds (0 and 0 if none).
+fn read_caller(conn: &Connection, caller: &[u8]) -> Result<(u64, u64), DedupError> {
+    let held: Option<(i64, i64)> = conn
+        .prepare_cached(READ_CALLER)
+        .and_then(|mut read| {
+            read.query_row([caller], |row| Ok((row.get(0)?, row.get(1)?)))
+                .optional()
+        })
+        .map_err(DedupError::Store)?;
+    let (keys, bytes) = held.unwrap_or((0, 0));
+    Ok((
+        u64::try_from(keys).unwrap_or(0),
+        u64::try_from(bytes).unwrap_or(0),
+    ))
 }
 
 fn read_meta(conn: &Connection) -> Result<(u64, u64), DedupError> {

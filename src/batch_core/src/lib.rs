@@ -20,10 +20,11 @@ mod testing;
 pub use clock::{Clock, ManualClock};
 pub use config::{Config, ConfigError, DEFAULT_COALESCE_ROWS, DEFAULT_HISTORY_CAPACITY};
 pub use dedup::{
-    Admitted, BatchDigest, BatchKey, DEFAULT_MAX_BYTES, DEFAULT_MAX_KEYS,
+    Admitted, BatchDigest, BatchKey, CALLERS_TABLE, DEFAULT_MAX_BYTES,
+    DEFAULT_MAX_BYTES_PER_CALLER, DEFAULT_MAX_KEYS, DEFAULT_MAX_KEYS_PER_CALLER,
     DEFAULT_PERMITTED_DRIFT_NS, DEFAULT_WINDOW_NS, DedupConfig, DedupConfigError, DedupCounters,
     DedupError, DedupStats, Deduplicator, KEY_OVERHEAD_BYTES, KEYS_TABLE, KeyedBatch, Lookup,
-    MAX_CALLER_BYTES, META_TABLE, PruneReport,
+    MAX_CALLER_BYTES, META_TABLE, PruneReport, StoreShare,
 };
 pub use executor::{
     FlushError, PROGRESS_PERIOD_OPS, execute_autocommit, execute_autocommit_within, execute_batch,

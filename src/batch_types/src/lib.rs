@@ -169,19 +169,33 @@ pub enum WriteError {
         /// The key's `created_at_time`.
         created_at_time: u64,
     },
-    /// The deduplication store is full of keys still within their window: a new key is refused
-    /// rather than one forgotten. Nothing ran and nothing was recorded; send the batch again with
-    /// the same key after expired keys are pruned.
+    /// The caller's share of the deduplication store, or the whole store, is full of keys still
+    /// within their window: a new key is refused rather than one forgotten. `share` says which,
+    /// and the counts are that share's (the caller's keys and bytes against its share, or the
+    /// store's against its bounds). Nothing ran and nothing was recorded; send the batch again
+    /// with the same key after expired keys are pruned.
     StoreFull {
-        /// Keys held.
+        /// Keys held (by the caller, or in the store).
         keys_held: u64,
-        /// The most keys held.
+        /// The most keys of that share.
         max_keys: u64,
-        /// Bytes held.
+        /// Bytes held (by the caller, or in the store).
         bytes_held: u64,
-        /// The most bytes held.
+        /// The most bytes of that share.
         max_bytes: u64,
+        /// Whose share is full.
+        share: StoreShare,
     },
+}
+
+/// Whose share of the deduplication store is full ([`WriteError::StoreFull`]).
+#[derive(CandidType, Deserialize, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum StoreShare {
+    /// The caller holds its most keys or bytes (one caller may hold only a share of the store,
+    /// an eighth by default): other callers may still record keys.
+    Caller,
+    /// The store holds its most keys or bytes.
+    Store,
 }
 
 impl std::fmt::Display for WriteError {
@@ -231,9 +245,14 @@ impl std::fmt::Display for WriteError {
                 max_keys,
                 bytes_held,
                 max_bytes,
+                share,
             } => write!(
                 f,
-                "StoreFull: keys {keys_held} of {max_keys}, bytes {bytes_held} of {max_bytes}; send the batch again with the same key after expired keys are pruned"
+                "StoreFull: {} keys {keys_held} of {max_keys}, bytes {bytes_held} of {max_bytes}; send the batch again with the same key after expired keys are pruned",
+                match share {
+                    StoreShare::Caller => "the caller's share:",
+                    StoreShare::Store => "the store:",
+                }
             ),
         }
     }

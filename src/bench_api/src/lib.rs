@@ -10,7 +10,7 @@ use candid::{CandidType, Deserialize, Principal};
 pub use batch_types::{
     AdminResult, BatchKey, BatchResult, FlushResult, FlushSummary, InitArgs, MethodClass, OpError,
     Outcome, QueryError, Settings, SqlParam, SqlStatement, Stats, SubmitResult, Ticket,
-    TicketStatus, WriteAccess, WriteError, WriteResult,
+    StoreShare, TicketStatus, WriteAccess, WriteError, WriteResult,
 };
 
 pub mod fixture;

@@ -8,29 +8,55 @@
 //! them ([`BatchDigest::of_bytes`] of a canonical encoding), so the same ops digest alike
 //! whichever of its methods carries them.
 //!
-//! Expired keys are pruned by timers only, never while a batch runs: a one-shot timer set for
-//! the moment the oldest recorded key expires (armed by the update that records a key while
-//! none is armed, and again after an upgrade), and the flush timer whenever it runs past that
-//! moment. Each prune removes at most [`PRUNE_STEP_KEYS`] keys; when more are expired the
-//! timer runs again in the next round. The deduplicator's counters are saved across upgrades
-//! (`persist`); the keys themselves live in SQLite.
+//! Expired keys are pruned by a timer of their own, never while a batch runs and never in a
+//! message that flushed the queue: a one-shot timer set for the moment the oldest recorded key
+//! expires, armed by the update that records a key (again if that key expires before the armed
+//! moment), after an upgrade, and by the flush timer if a prune timer was lost (its message
+//! trapped: [`PRUNE_TIMER_LOST_NS`] after its moment). Each prune timer runs one step in its own
+//! message: at most [`PRUNE_STEP_KEYS`] keys, and no key after the first once the message has
+//! used [`PRUNE_STEP_INSTRUCTIONS`]; when expired keys are left, it arms itself again for right
+//! away (the next round, another message). A prune message thus uses at most
+//! [`PRUNE_MESSAGE_MAX_INSTRUCTIONS`] (1.25 B): [`PRUNE_STEP_INSTRUCTIONS`], plus the removal
+//! of the key in hand and the step's `COMMIT`; it logs what it removed and the message's
+//! instructions before and after.
+//!
+//! Each caller holds at most its share of the store (batch_core's `DedupConfig`: an eighth of
+//! the keys and bytes by default), so one writer cannot fill the store and leave the others
+//! refused for a whole window; a refusal names whose share is full (`WriteError::StoreFull`'s
+//! `share`). A store written by a version without per-caller counts is migrated in
+//! `post_upgrade` ([`restore`]): each caller's keys and bytes are aggregated once from the keys
+//! held. The deduplicator's counters are saved across upgrades (`persist`); the keys
+//! themselves live in SQLite.
 
 use std::cell::{Cell, RefCell};
 use std::time::Duration;
 
 use batch_core::{
-    BatchDigest, Budget, DedupConfig, DedupCounters, DedupError, Deduplicator, KEYS_TABLE, Lookup,
-    META_TABLE, WriteOp,
+    BatchDigest, Budget, DedupConfig, DedupCounters, DedupError, Deduplicator, InstructionMeter,
+    KEYS_TABLE, Lookup, META_TABLE, WriteOp,
 };
+use ic_cdk_timers::TimerId;
 
 use crate::canister::{MessageMeter, SETTINGS, with_connection};
 use crate::types::{Outcome, WriteError, outcome};
 
-/// Most expired keys one prune removes (one indexed range delete in one transaction: a few
-/// hundred million instructions at most, well within a timer's message).
+/// Most expired keys one prune message removes.
 pub const PRUNE_STEP_KEYS: u64 = 10_000;
+/// The instructions after which a prune message removes no further key (1 B): its key in
+/// hand is the last.
+pub const PRUNE_STEP_INSTRUCTIONS: u64 = 1_000_000_000;
+/// The most instructions a prune message uses (1.25 B): [`PRUNE_STEP_INSTRUCTIONS`], plus the
+/// removal of the key in hand when the budget ran out, which grows with its record (about 7.5
+/// instructions per byte measured, so at most about 250 M for a record as large as a caller's
+/// whole 32 MiB share), plus the step's `COMMIT`. Measured on the offline engine with a full
+/// store (256 MiB in 690 records of 390 KB, the largest the reference canister writes): 3
+/// messages of 1,001,763,133, 1,003,048,384 and 453,433,877 instructions.
+pub const PRUNE_MESSAGE_MAX_INSTRUCTIONS: u64 = 1_250_000_000;
 /// After a failed prune, the next attempt waits this long (one minute).
 const PRUNE_RETRY_NS: u64 = 60_000_000_000;
+/// A prune timer that has not run this long after its moment is taken as lost (its message
+/// trapped, which rolled back its bookkeeping) and armed again (ten minutes).
+pub const PRUNE_TIMER_LOST_NS: u64 = 600_000_000_000;
 
 thread_local! {
     static DEDUP: RefCell<Deduplicator> = RefCell::new(
@@ -38,8 +64,9 @@ thread_local! {
     );
     /// When the oldest recorded key expires (`None`: no key recorded, as far as this heap knows).
     static NEXT_PRUNE_NS: Cell<Option<u64>> = const { Cell::new(None) };
-    /// The one-shot prune timer is armed.
-    static PRUNE_TIMER: Cell<bool> = const { Cell::new(false) };
+    /// The one-shot prune timer, while armed: its id, the expiry it was armed for, and the
+    /// moment it fires.
+    static PRUNE_TIMER: Cell<Option<(TimerId, u64, u64)>> = const { Cell::new(None) };
 }
 
 /// A keyed batch as the canister decoded it.
@@ -122,38 +149,59 @@ fn recorded(created_at_ns: u64) {
     ));
 }
 
-/// Arms the one-shot prune timer for the oldest key's expiry, unless it is armed or no key is
-/// recorded. Called by the update methods after a keyed batch, and after an upgrade.
+/// Arms the one-shot prune timer for the oldest key's expiry, unless no key is recorded or a
+/// timer is armed for that expiry or an earlier one (and is not lost: see
+/// [`PRUNE_TIMER_LOST_NS`]). A few `Cell` reads when nothing is to be armed. Called by the
+/// update methods after a keyed batch, by the flush timer, and after an upgrade.
 pub fn ensure_prune_timer() {
-    if PRUNE_TIMER.get() {
-        return;
-    }
-    let Some(at) = NEXT_PRUNE_NS.get() else {
+    let Some(due) = NEXT_PRUNE_NS.get() else {
         return;
     };
-    PRUNE_TIMER.set(true);
-    let delay = at.saturating_sub(ic_cdk::api::time());
-    ic_cdk_timers::set_timer(Duration::from_nanos(delay), async {
-        PRUNE_TIMER.set(false);
+    let now = ic_cdk::api::time();
+    if let Some((id, armed_for, fires_at)) = PRUNE_TIMER.get() {
+        let lost = now >= fires_at.saturating_add(PRUNE_TIMER_LOST_NS);
+        if armed_for <= due && !lost {
+            return;
+        }
+        ic_cdk_timers::clear_timer(id);
+    }
+    let fires_at = due.max(now);
+    let id = ic_cdk_timers::set_timer(Duration::from_nanos(fires_at - now), async {
+        PRUNE_TIMER.set(None);
         prune_due(ic_cdk::api::time());
         ensure_prune_timer();
     });
+    PRUNE_TIMER.set(Some((id, due, fires_at)));
 }
 
 /// Prunes one step of expired keys if the oldest recorded key has expired at `now_ns` (a
-/// `Cell` read otherwise). Called by the timers only.
-pub fn prune_due(now_ns: u64) {
+/// `Cell` read otherwise): at most [`PRUNE_STEP_KEYS`] keys, none after the first once the
+/// message has used [`PRUNE_STEP_INSTRUCTIONS`]. Run only by the prune timer, in a message of
+/// its own; logs what it removed and the message's instructions before and after.
+fn prune_due(now_ns: u64) {
     if NEXT_PRUNE_NS.get().is_none_or(|at| now_ns < at) {
         return;
     }
+    let before = MessageMeter.instructions();
+    // The message's counter: what ran before in this message counts against the budget.
+    let budget = Budget::new(MessageMeter, PRUNE_STEP_INSTRUCTIONS.saturating_sub(before));
     let pruned = DEDUP.with_borrow_mut(|dedup| {
         with_connection(|conn| {
-            let report = dedup.prune(conn, now_ns, PRUNE_STEP_KEYS)?;
+            let report = dedup.prune(conn, now_ns, PRUNE_STEP_KEYS, &budget)?;
             Ok::<_, DedupError>((report, oldest_key(conn)))
         })
     });
+    if let Ok((report, _)) = &pruned {
+        ic_cdk::println!(
+            "prune: removed {} expired batch keys ({} bytes); expired keys left: {}; instructions before {before}, after {}",
+            report.removed,
+            report.bytes_freed,
+            report.more,
+            MessageMeter.instructions()
+        );
+    }
     NEXT_PRUNE_NS.set(match pruned {
-        // Expired keys are left: again in the next round.
+        // Expired keys are left: again right away, in another message.
         Ok((report, _)) if report.more => Some(now_ns),
         Ok((_, oldest)) => oldest.map(expiry_of),
         Err(e) => {
@@ -180,12 +228,25 @@ pub fn counters() -> DedupCounters {
     DEDUP.with_borrow(|d| d.counters().clone())
 }
 
-/// Restores the saved counters and the pruning schedule after an upgrade, and arms the prune
-/// timer if keys are held.
+/// Restores the saved counters and the pruning schedule after an upgrade, migrates a store
+/// written without per-caller counts (once: a scan of its keys, in `post_upgrade`'s larger
+/// instruction limit rather than in the first keyed batch), and arms the prune timer if keys
+/// are held. Traps (refusing the upgrade) if the store exists and cannot be migrated.
 pub fn restore(counters: DedupCounters) {
     DEDUP.with_borrow_mut(|d| {
         *d = Deduplicator::with_counters(d.config().clone(), counters)
             .expect("the deduplication config in effect is valid");
+        with_connection(|conn| {
+            let store = conn
+                .query_row(
+                    "SELECT EXISTS (SELECT 1 FROM sqlite_schema WHERE type = 'table' AND name = ?1)",
+                    [KEYS_TABLE],
+                    |row| row.get::<_, bool>(0),
+                )
+                .map_err(DedupError::Store)?;
+            if store { d.prepare(conn) } else { Ok(()) }
+        })
+        .unwrap_or_else(|e| ic_cdk::trap(format!("opening the deduplication store: {e}")));
     });
     NEXT_PRUNE_NS.set(with_connection(oldest_key).map(expiry_of));
     ensure_prune_timer();

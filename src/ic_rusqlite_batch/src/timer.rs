@@ -289,8 +289,9 @@ async fn run() {
     }
     let searching = WATCH.with_borrow(|w| w.careful.is_some_and(|c| c.in_flight_since.is_none()));
     let backlog = QUEUE.with_borrow(|q| q.len() >= q.config().flush_size);
-    // Expired keys of client batches, if the oldest is due (a `Cell` read otherwise).
-    crate::keyed::prune_due(now);
+    // Expired keys of client batches are pruned by a timer of their own, never in this
+    // message: this only re-arms that timer if it was lost (a few `Cell` reads).
+    crate::keyed::ensure_prune_timer();
     if (backlog || searching) && !CATCH_UP.get() {
         CATCH_UP.set(true);
         ic_cdk_timers::set_timer(Duration::ZERO, async {

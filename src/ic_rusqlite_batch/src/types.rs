@@ -60,8 +60,8 @@ pub fn status(status: OpStatus) -> TicketStatus {
 }
 
 /// What a keyed batch's refusal tells the caller: the window rules, a reused key and a full
-/// store as their own variants, a key's caller too long as `Invalid`, anything else (the
-/// store's or the transaction's failure) as `Database`.
+/// store (naming whose share is full) as their own variants, a key's caller too long as
+/// `Invalid`, anything else (the store's or the transaction's failure) as `Database`.
 pub fn dedup_refusal(error: DedupError) -> WriteError {
     match error {
         DedupError::TooOld {
@@ -86,6 +86,7 @@ pub fn dedup_refusal(error: DedupError) -> WriteError {
             created_at_time: key.created_at_time_ns,
         },
         DedupError::StoreFull {
+            share,
             keys_held,
             max_keys,
             bytes_held,
@@ -96,6 +97,10 @@ pub fn dedup_refusal(error: DedupError) -> WriteError {
             max_keys,
             bytes_held,
             max_bytes,
+            share: match share {
+                batch_core::StoreShare::Caller => StoreShare::Caller,
+                batch_core::StoreShare::Store => StoreShare::Store,
+            },
         },
         DedupError::CallerTooLong { .. } => WriteError::Invalid(error.to_string()),
         other => WriteError::Database(other.to_string()),

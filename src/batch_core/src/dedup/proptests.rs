@@ -9,15 +9,18 @@
 //!   on (never a false outcome);
 //! - a repeated key with the same ops is answered with the first answer, bit for bit, marked
 //!   duplicate, and nothing runs; with other ops it is refused and nothing runs;
-//! - a refused key (too old, created in the future, store full) runs nothing;
-//! - the store's counts of keys and bytes equal what its table holds.
+//! - a refused key (too old, created in the future, store full) runs nothing, and a full store
+//!   names the share that is full: the caller's, holding exactly its most keys, or the store's;
+//! - the store's counts of keys and bytes, and each caller's, equal what its table holds;
+//! - a prune step removes exactly as many keys as its key bound, its instruction budget and the
+//!   expired keys allow, oldest first.
 
 use std::collections::HashMap;
 
 use proptest::prelude::*;
 use rusqlite::Connection;
 
-use super::tests::{restore, snapshot};
+use super::tests::{caller_rows, keys_by_caller, restore, snapshot};
 use super::*;
 use crate::executor::TEST_PROGRESS_PERIOD_OPS;
 use crate::meter::CountingMeter;
@@ -70,8 +73,9 @@ enum Event {
     SendHeavy { batch: usize },
     /// Let time pass.
     Advance(u64),
-    /// Prune at most this many keys.
-    Prune(u64),
+    /// Prune at most `max` keys within a `budget` of instructions (the meter counts one per
+    /// read).
+    Prune { max: u64, budget: u64 },
 }
 
 fn batch_kinds() -> impl Strategy<Value = Vec<OpKind>> {
@@ -94,7 +98,7 @@ fn events(batches: usize) -> impl Strategy<Value = Vec<Event>> {
             2 => (0..batches).prop_map(|batch| Event::Variant { batch }),
             3 => (0..batches).prop_map(|batch| Event::SendHeavy { batch }),
             2 => (0..WINDOW / 8).prop_map(Event::Advance),
-            1 => (1..4u64).prop_map(Event::Prune),
+            2 => (1..6u64, 0..4u64).prop_map(|(max, budget)| Event::Prune { max, budget }),
         ],
         1..40,
     )
@@ -110,7 +114,7 @@ struct Batch {
     tags: Vec<i64>,
 }
 
-fn scenario() -> impl Strategy<Value = (Vec<Batch>, Vec<Event>, u64)> {
+fn scenario() -> impl Strategy<Value = (Vec<Batch>, Vec<Event>, u64, u64)> {
     (
         prop::collection::vec(
             (
@@ -122,8 +126,9 @@ fn scenario() -> impl Strategy<Value = (Vec<Batch>, Vec<Event>, u64)> {
             1..6,
         ),
         1..4u64,
+        1..4u64,
     )
-        .prop_flat_map(|(specs, max_keys)| {
+        .prop_flat_map(|(specs, max_keys, max_keys_per_caller)| {
             let mut next_tag = 1i64;
             let batches: Vec<Batch> = specs
                 .into_iter()
@@ -166,7 +171,12 @@ fn scenario() -> impl Strategy<Value = (Vec<Batch>, Vec<Event>, u64)> {
                 })
                 .collect();
             let n = batches.len();
-            (Just(batches), events(n), Just(max_keys * 2))
+            (
+                Just(batches),
+                events(n),
+                Just(max_keys * 2),
+                Just(max_keys_per_caller),
+            )
         })
 }
 
@@ -215,6 +225,7 @@ fn run_scenario(
     batches: Vec<Batch>,
     events: Vec<Event>,
     max_keys: u64,
+    max_keys_per_caller: u64,
 ) -> Result<(), TestCaseError> {
     let mut conn = Connection::open_in_memory().expect("open");
     conn.execute_batch(SCHEMA).expect("schema");
@@ -223,6 +234,8 @@ fn run_scenario(
         permitted_drift_ns: DRIFT,
         max_keys,
         max_bytes: DEFAULT_MAX_BYTES,
+        max_keys_per_caller,
+        max_bytes_per_caller: DEFAULT_MAX_BYTES,
     })
     .expect("config");
     let mut model = Model {
@@ -237,20 +250,37 @@ fn run_scenario(
                 now += by;
                 continue;
             }
-            Event::Prune(max) => {
+            Event::Prune { max, budget } => {
                 let before = d.stats(&conn).expect("stats").keys_held;
-                let report = d.prune(&conn, now, *max).expect("prune");
-                prop_assert!(report.removed <= *max);
-                prop_assert_eq!(store_counts(&conn).0, before - report.removed);
                 let oldest = d.config().oldest_accepted_ns(now) as i64;
-                let expired: i64 = conn
-                    .query_row(
+                let expired = |conn: &Connection| -> u64 {
+                    conn.query_row(
                         "SELECT count(*) FROM batch_core_dedup_keys WHERE created_at < ?1",
                         [oldest],
-                        |row| row.get(0),
+                        |row| row.get::<_, i64>(0),
                     )
-                    .expect("expired");
-                prop_assert_eq!(report.more, expired > 0);
+                    .expect("expired") as u64
+                };
+                let expired_before = expired(&conn);
+                let report = d
+                    .prune(
+                        &conn,
+                        now,
+                        *max,
+                        &Budget::new(CountingMeter::new(1), *budget),
+                    )
+                    .expect("prune");
+                // The meter reads 0 at the start and k before the (k+1)-th key: the step stops
+                // once k reaches the budget, but always removes one expired key.
+                let by_budget = (*budget).max(1);
+                let removed = (*max).min(expired_before).min(by_budget);
+                prop_assert_eq!(report.removed, removed);
+                prop_assert_eq!(
+                    report.budget_used,
+                    removed == by_budget && removed < *max && removed < expired_before
+                );
+                prop_assert_eq!(store_counts(&conn).0, before - report.removed);
+                prop_assert_eq!(report.more, expired(&conn) > 0);
                 check_store(&mut d, &conn)?;
                 continue;
             }
@@ -359,9 +389,29 @@ fn run_scenario(
                 prop_assert!(recorded.is_some() && recorded != Some(digest));
                 prop_assert_eq!(&after_rows, &before_rows);
             }
-            Err(DedupError::StoreFull { keys_held, .. }) => {
+            Err(DedupError::StoreFull {
+                share,
+                keys_held,
+                max_keys: bound,
+                ..
+            }) => {
                 prop_assert!(!model.answered.contains_key(&id));
-                prop_assert_eq!(keys_held, max_keys);
+                let held_by_caller = keys_by_caller(&conn)
+                    .into_iter()
+                    .find(|(caller, _, _)| *caller == batch.caller)
+                    .map_or(0, |(_, keys, _)| keys);
+                match share {
+                    StoreShare::Caller => {
+                        prop_assert_eq!(bound, max_keys_per_caller);
+                        prop_assert_eq!(keys_held, max_keys_per_caller);
+                        prop_assert_eq!(held_by_caller, max_keys_per_caller);
+                    }
+                    StoreShare::Store => {
+                        prop_assert_eq!(bound, max_keys);
+                        prop_assert_eq!(keys_held, max_keys);
+                        prop_assert!(held_by_caller < max_keys_per_caller);
+                    }
+                }
                 prop_assert_eq!(&after_rows, &before_rows);
             }
             Err(other) => return Err(TestCaseError::fail(format!("unexpected: {other}"))),
@@ -393,6 +443,8 @@ fn check_store(d: &mut Deduplicator, conn: &Connection) -> Result<(), TestCaseEr
     let (keys, payload) = store_counts(conn);
     prop_assert_eq!(stats.keys_held, keys);
     prop_assert_eq!(stats.bytes_held, payload + keys * KEY_OVERHEAD_BYTES);
+    // Each caller's counts are its keys' (a caller holding none has no row).
+    prop_assert_eq!(caller_rows(conn), keys_by_caller(conn));
     Ok(())
 }
 
@@ -401,8 +453,8 @@ proptest! {
 
     #[test]
     fn keyed_batches_run_at_most_once_and_answer_truthfully(
-        (batches, events, max_keys) in scenario()
+        (batches, events, max_keys, max_keys_per_caller) in scenario()
     ) {
-        run_scenario(batches, events, max_keys)?;
+        run_scenario(batches, events, max_keys, max_keys_per_caller)?;
     }
 }

@@ -229,8 +229,14 @@ fn a_full_store_refuses_new_keys_answers_recorded_ones_and_frees_room_when_prune
     assert!(
         matches!(
             error,
-            DedupError::StoreFull { keys_held: 2, max_keys: 2, bytes_held, needed_bytes: 0, .. }
-                if bytes_held == held.bytes_held
+            DedupError::StoreFull {
+                share: StoreShare::Store,
+                keys_held: 2,
+                max_keys: 2,
+                bytes_held,
+                max_bytes: DEFAULT_MAX_BYTES,
+                needed_bytes: 0,
+            } if bytes_held == held.bytes_held
         ),
         "{error:?}"
     );
@@ -240,17 +246,18 @@ fn a_full_store_refuses_new_keys_answers_recorded_ones_and_frees_room_when_prune
     assert!(again.duplicate);
     // Nothing expired yet: pruning removes nothing, and the store stays full.
     assert_eq!(
-        d.prune(&conn, NOW, 10).expect("prune"),
+        d.prune(&conn, NOW, 10, &budget()).expect("prune"),
         PruneReport {
             removed: 0,
             bytes_freed: 0,
-            more: false
+            more: false,
+            budget_used: false,
         }
     );
     // Once the first key expires it is pruned (the second, one nanosecond younger, stays),
     // and the refused key can be sent again.
     let later = NOW + config.window_ns + config.permitted_drift_ns + 1;
-    let report = d.prune(&conn, later, 10).expect("prune");
+    let report = d.prune(&conn, later, 10, &budget()).expect("prune");
     assert_eq!((report.removed, report.more), (1, false));
     assert_eq!(
         report.bytes_freed,
@@ -294,6 +301,7 @@ fn a_record_past_the_byte_bound_rolls_the_batch_back() {
     let error = run(&mut d, &conn, ALICE, &key(NOW, 2), &ops, NOW).unwrap_err();
     match error {
         DedupError::StoreFull {
+            share: StoreShare::Store,
             keys_held: 1,
             bytes_held,
             max_bytes: 200,
@@ -331,16 +339,17 @@ fn pruning_takes_bounded_steps_oldest_first_and_keeps_exact_counts() {
     assert_eq!(d.stats(&conn).expect("stats").bytes_held, 5 * per_key);
     // At this time the first three keys (created NOW, NOW+1, NOW+2) are too old.
     let later = NOW + 2 + DEFAULT_WINDOW_NS + DEFAULT_PERMITTED_DRIFT_NS + 1;
-    let first = d.prune(&conn, later, 2).expect("step 1");
+    let first = d.prune(&conn, later, 2, &budget()).expect("step 1");
     assert_eq!(
         first,
         PruneReport {
             removed: 2,
             bytes_freed: 2 * per_key,
-            more: true
+            more: true,
+            budget_used: false,
         }
     );
-    let second = d.prune(&conn, later, 2).expect("step 2");
+    let second = d.prune(&conn, later, 2, &budget()).expect("step 2");
     assert_eq!((second.removed, second.more), (1, false));
     let stats = d.stats(&conn).expect("stats");
     assert_eq!((stats.keys_held, stats.bytes_held), (2, 2 * per_key));
@@ -363,6 +372,382 @@ fn pruning_takes_bounded_steps_oldest_first_and_keeps_exact_counts() {
     )
     .expect("dup");
     assert!(dup.duplicate);
+}
+
+/// The bytes counted for one key of `caller` whose batch was one committed insert of a small
+/// rowid: caller, id, digest, the 4-byte record, the overhead.
+fn small_key_bytes(caller: &[u8]) -> u64 {
+    caller.len() as u64 + 16 + 16 + 4 + KEY_OVERHEAD_BYTES
+}
+
+#[test]
+fn a_caller_at_its_share_is_refused_naming_its_share_while_another_caller_records() {
+    let conn = open_db();
+    let config = DedupConfig {
+        max_keys: 3,
+        max_keys_per_caller: 2,
+        ..DedupConfig::default()
+    };
+    let mut d = Deduplicator::new(config.clone()).expect("config");
+    let (alice, bob) = (small_key_bytes(ALICE), small_key_bytes(BOB));
+    run(&mut d, &conn, ALICE, &key(NOW, 1), &users(&["a"]), NOW).expect("1");
+    run(&mut d, &conn, ALICE, &key(NOW, 2), &users(&["b"]), NOW).expect("2");
+    // Alice holds her share (2 keys) in a store of 3: her next key is refused before it runs,
+    // naming her share and her counts.
+    let error = run(&mut d, &conn, ALICE, &key(NOW, 3), &users(&["c"]), NOW).unwrap_err();
+    assert!(
+        matches!(
+            error,
+            DedupError::StoreFull {
+                share: StoreShare::Caller,
+                keys_held: 2,
+                max_keys: 2,
+                bytes_held,
+                max_bytes: DEFAULT_MAX_BYTES_PER_CALLER,
+                needed_bytes: 0,
+            } if bytes_held == 2 * alice
+        ),
+        "{error:?}"
+    );
+    assert_eq!(count(&conn, "users"), 2);
+    // Bob still records a key: the store has room.
+    let bobs = run(&mut d, &conn, BOB, &key(NOW, 3), &users(&["c"]), NOW).expect("bob");
+    assert_eq!(bobs.outcomes, vec![committed(1, 3)]);
+    // Now the store is full: Bob, under his share, is told the store is full...
+    let error = run(&mut d, &conn, BOB, &key(NOW, 4), &users(&["d"]), NOW).unwrap_err();
+    assert!(
+        matches!(
+            error,
+            DedupError::StoreFull {
+                share: StoreShare::Store,
+                keys_held: 3,
+                max_keys: 3,
+                bytes_held,
+                max_bytes: DEFAULT_MAX_BYTES,
+                needed_bytes: 0,
+            } if bytes_held == 2 * alice + bob
+        ),
+        "{error:?}"
+    );
+    // ...and Alice, at her share in a full store, that her share is full (the store's room
+    // would not help her).
+    let error = run(&mut d, &conn, ALICE, &key(NOW, 5), &users(&["e"]), NOW).unwrap_err();
+    assert!(
+        matches!(
+            error,
+            DedupError::StoreFull {
+                share: StoreShare::Caller,
+                keys_held: 2,
+                ..
+            }
+        ),
+        "{error:?}"
+    );
+    assert_eq!(
+        error.to_string(),
+        format!(
+            "StoreFull: the caller's share of the deduplication store holds 2 of 2 keys and {} of {DEFAULT_MAX_BYTES_PER_CALLER} bytes; this key needs 0 bytes",
+            2 * alice
+        )
+    );
+    // Recorded keys are still answered.
+    assert!(
+        run(&mut d, &conn, ALICE, &key(NOW, 1), &users(&["a"]), NOW)
+            .expect("dup")
+            .duplicate
+    );
+    assert_eq!(count(&conn, "users"), 3);
+    assert_eq!(
+        caller_rows(&conn),
+        vec![(ALICE.to_vec(), 2, 2 * alice), (BOB.to_vec(), 1, bob)]
+    );
+    assert_eq!(d.counters().store_full, 3);
+    // Once the keys expire, pruning frees both shares: the callers' rows go with their last
+    // key, and Alice records again.
+    let later = NOW + config.window_ns + config.permitted_drift_ns + 1;
+    let report = d.prune(&conn, later, 10, &budget()).expect("prune");
+    assert_eq!(
+        report,
+        PruneReport {
+            removed: 3,
+            bytes_freed: 2 * alice + bob,
+            more: false,
+            budget_used: false,
+        }
+    );
+    assert_eq!(caller_rows(&conn), vec![]);
+    run(&mut d, &conn, ALICE, &key(later, 6), &users(&["f"]), later).expect("room again");
+    assert_eq!(caller_rows(&conn), vec![(ALICE.to_vec(), 1, alice)]);
+    let stats = d.stats(&conn).expect("stats");
+    assert_eq!((stats.keys_held, stats.bytes_held), (1, alice));
+}
+
+#[test]
+fn a_record_past_the_callers_byte_share_rolls_the_batch_back_and_names_the_share() {
+    let conn = open_db();
+    let config = DedupConfig {
+        max_bytes_per_caller: 150,
+        ..DedupConfig::default()
+    };
+    let mut d = Deduplicator::new(config).expect("config");
+    let alice = small_key_bytes(ALICE);
+    run(&mut d, &conn, ALICE, &key(NOW, 1), &users(&["a"]), NOW).expect("fits");
+    // Distinct failures with their messages: a record larger than the 93 bytes Alice has left,
+    // within the share of a caller holding nothing.
+    let ops = vec![
+        insert_user("d", "d@x"),
+        insert_user("e", "a@x"),
+        insert_order(999, 1.0),
+        insert_user("f", "b@x"),
+    ];
+    let reference = open_db();
+    execute_batch(&reference, &users(&["a"])).expect("same database");
+    let outcomes = execute_batch(&reference, &ops).expect("reference");
+    let not_run = crate::executor::not_executed(&budget());
+    let needed = ALICE.len() as u64
+        + 16
+        + 16
+        + stored::encode(&outcomes, 0, &not_run).len() as u64
+        + KEY_OVERHEAD_BYTES;
+    assert!(alice + needed > 150 && needed <= 150, "{needed}");
+    let error = run(&mut d, &conn, ALICE, &key(NOW, 2), &ops, NOW).unwrap_err();
+    assert!(
+        matches!(
+            error,
+            DedupError::StoreFull {
+                share: StoreShare::Caller,
+                keys_held: 1,
+                max_keys: DEFAULT_MAX_KEYS_PER_CALLER,
+                bytes_held,
+                max_bytes: 150,
+                needed_bytes,
+            } if bytes_held == alice && needed_bytes == needed
+        ),
+        "{error:?}"
+    );
+    // The batch ran and was rolled back with its record: "d" was not inserted.
+    assert_eq!(count(&conn, "users"), 1);
+    assert_eq!(caller_rows(&conn), vec![(ALICE.to_vec(), 1, alice)]);
+    // The same batch from Bob fits his share.
+    let bobs = run(&mut d, &conn, BOB, &key(NOW, 2), &ops, NOW).expect("bob");
+    assert_eq!(bobs.outcomes, outcomes);
+    assert_eq!(
+        caller_rows(&conn),
+        vec![
+            (ALICE.to_vec(), 1, alice),
+            (
+                BOB.to_vec(),
+                1,
+                needed - ALICE.len() as u64 + BOB.len() as u64
+            )
+        ]
+    );
+}
+
+#[test]
+fn a_prune_step_stops_at_its_key_and_instruction_bounds() {
+    let conn = open_db();
+    let mut d = dedup();
+    // Seven keys, one per nanosecond, alternating callers.
+    let mut sizes = Vec::new();
+    for n in 0..7u8 {
+        let caller = if n % 2 == 0 { ALICE } else { BOB };
+        let created = NOW + u64::from(n);
+        run(
+            &mut d,
+            &conn,
+            caller,
+            &key(created, n),
+            &users(&[&format!("u{n}")]),
+            NOW,
+        )
+        .expect("run");
+        sizes.push(small_key_bytes(caller));
+    }
+    let later = NOW + 6 + DEFAULT_WINDOW_NS + DEFAULT_PERMITTED_DRIFT_NS + 1;
+    let remaining = |conn: &Connection| -> Vec<i64> {
+        conn.prepare("SELECT created_at FROM batch_core_dedup_keys ORDER BY created_at")
+            .unwrap()
+            .query_map([], |row| row.get(0))
+            .unwrap()
+            .collect::<Result<_, _>>()
+            .unwrap()
+    };
+    let held = |d: &mut Deduplicator, conn: &Connection| {
+        let stats = d.stats(conn).expect("stats");
+        (stats.keys_held, stats.bytes_held)
+    };
+    // Every read of the meter adds 100: the start reads 0, the read before the k-th key after
+    // the first reads 100 k. With a budget of 250 the step removes 3 keys and stops before the
+    // 4th (it had read 300): 4 reads.
+    let meter = CountingMeter::new(100);
+    let report = d
+        .prune(&conn, later, 10, &Budget::new(meter.clone(), 250))
+        .expect("step 1");
+    assert_eq!(
+        report,
+        PruneReport {
+            removed: 3,
+            bytes_freed: sizes[..3].iter().sum(),
+            more: true,
+            budget_used: true,
+        }
+    );
+    assert_eq!(meter.reads(), 4);
+    assert_eq!(held(&mut d, &conn), (4, sizes[3..].iter().sum()));
+    // A budget of 0 still removes one key, so that steps always make progress.
+    let report = d
+        .prune(&conn, later, 10, &Budget::new(CountingMeter::new(100), 0))
+        .expect("step 2");
+    assert_eq!(
+        (report.removed, report.more, report.budget_used),
+        (1, true, true)
+    );
+    assert_eq!(held(&mut d, &conn), (3, sizes[4..].iter().sum()));
+    // The key bound: 2 of the 3 left, the budget not reached.
+    let report = d.prune(&conn, later, 2, &budget()).expect("step 3");
+    assert_eq!(
+        report,
+        PruneReport {
+            removed: 2,
+            bytes_freed: sizes[4..6].iter().sum(),
+            more: true,
+            budget_used: false,
+        }
+    );
+    assert_eq!(remaining(&conn), vec![NOW as i64 + 6]);
+    // The last one, oldest first throughout; the store and the callers' rows are empty.
+    let report = d.prune(&conn, later, 10, &budget()).expect("step 4");
+    assert_eq!(
+        (report.removed, report.more, report.budget_used),
+        (1, false, false)
+    );
+    assert_eq!(held(&mut d, &conn), (0, 0));
+    assert_eq!(remaining(&conn), Vec::<i64>::new());
+    assert_eq!(caller_rows(&conn), vec![]);
+    assert_eq!(d.counters().pruned, 7);
+}
+
+#[test]
+fn a_store_of_many_expired_large_keys_is_emptied_over_several_steps() {
+    let conn = open_db();
+    let mut d = dedup();
+    let callers: [&[u8]; 3] = [ALICE, BOB, b"carol"];
+    // Twelve keys whose records hold 20 distinct failures of about 230 bytes each.
+    let long = "x".repeat(200);
+    let mut sizes = Vec::new();
+    for n in 0..12u8 {
+        let ops: Vec<WriteOp> = (0..20)
+            .map(|i| {
+                WriteOp::single(
+                    format!("INSERT INTO missing_{n}_{i}_{long} VALUES (1)"),
+                    vec![],
+                )
+            })
+            .collect();
+        let before = d.stats(&conn).expect("stats").bytes_held;
+        let batch = run(
+            &mut d,
+            &conn,
+            callers[usize::from(n) % 3],
+            &key(NOW + u64::from(n), n),
+            &ops,
+            NOW,
+        )
+        .expect("run");
+        assert!(batch.outcomes.iter().all(|o| !o.is_committed()));
+        let size = d.stats(&conn).expect("stats").bytes_held - before;
+        assert!(size > 20 * 200, "{size}");
+        sizes.push(size);
+    }
+    let later = NOW + 11 + DEFAULT_WINDOW_NS + DEFAULT_PERMITTED_DRIFT_NS + 1;
+    // A budget of 3 meter reads: 3 keys per step, 4 steps, oldest first, exact counts after
+    // each (the store's and every caller's).
+    for step in 1..=4usize {
+        let report = d
+            .prune(&conn, later, 10, &Budget::new(CountingMeter::new(1), 3))
+            .expect("step");
+        let gone = 3 * step;
+        assert_eq!(
+            report,
+            PruneReport {
+                removed: 3,
+                bytes_freed: sizes[gone - 3..gone].iter().sum(),
+                more: step < 4,
+                budget_used: step < 4,
+            }
+        );
+        let stats = d.stats(&conn).expect("stats");
+        assert_eq!(
+            (stats.keys_held, stats.bytes_held),
+            ((12 - gone) as u64, sizes[gone..].iter().sum())
+        );
+        assert_eq!(caller_rows(&conn), keys_by_caller(&conn));
+    }
+    assert_eq!(caller_rows(&conn), vec![]);
+    assert_eq!(d.counters().pruned, 12);
+}
+
+#[test]
+fn a_store_written_before_the_caller_counts_is_migrated_once() {
+    let conn = open_db();
+    let config = DedupConfig {
+        max_keys_per_caller: 2,
+        ..DedupConfig::default()
+    };
+    let mut d = Deduplicator::new(config.clone()).expect("config");
+    run(&mut d, &conn, ALICE, &key(NOW, 1), &users(&["a"]), NOW).expect("1");
+    run(&mut d, &conn, BOB, &key(NOW, 2), &users(&["b"]), NOW).expect("2");
+    run(&mut d, &conn, ALICE, &key(NOW + 1, 3), &users(&["c"]), NOW).expect("3");
+    let counted = caller_rows(&conn);
+    let (alice, bob) = (small_key_bytes(ALICE), small_key_bytes(BOB));
+    assert_eq!(
+        counted,
+        vec![(ALICE.to_vec(), 2, 2 * alice), (BOB.to_vec(), 1, bob)]
+    );
+    // The store as the version before per-caller counts left it: the keys and the meta row.
+    conn.execute_batch("DROP TABLE batch_core_dedup_callers")
+        .unwrap();
+    // A new deduplicator (after an upgrade) aggregates the counts once from the keys.
+    let mut upgraded = Deduplicator::new(config.clone()).expect("config");
+    upgraded.prepare(&conn).expect("migrated");
+    assert_eq!(caller_rows(&conn), counted);
+    // Alice's keys from before count against her share.
+    let error = run(
+        &mut upgraded,
+        &conn,
+        ALICE,
+        &key(NOW, 4),
+        &users(&["d"]),
+        NOW,
+    )
+    .unwrap_err();
+    assert!(
+        matches!(
+            error,
+            DedupError::StoreFull {
+                share: StoreShare::Caller,
+                keys_held: 2,
+                ..
+            }
+        ),
+        "{error:?}"
+    );
+    run(&mut upgraded, &conn, BOB, &key(NOW, 5), &users(&["e"]), NOW).expect("bob");
+    // Opening it again migrates nothing twice.
+    let mut again = Deduplicator::new(config.clone()).expect("config");
+    again.prepare(&conn).expect("prepared");
+    assert_eq!(
+        caller_rows(&conn),
+        vec![(ALICE.to_vec(), 2, 2 * alice), (BOB.to_vec(), 2, 2 * bob)]
+    );
+    // Pruning the migrated keys brings every count to zero.
+    let later = NOW + 1 + config.window_ns + config.permitted_drift_ns + 1;
+    let report = again.prune(&conn, later, 10, &budget()).expect("prune");
+    assert_eq!((report.removed, report.more), (4, false));
+    assert_eq!(caller_rows(&conn), vec![]);
+    let stats = again.stats(&conn).expect("stats");
+    assert_eq!((stats.keys_held, stats.bytes_held), (0, 0));
 }
 
 #[test]
@@ -707,4 +1092,42 @@ pub(super) fn snapshot(conn: &Connection) -> Vec<u8> {
 pub(super) fn restore(conn: &mut Connection, bytes: &[u8]) {
     conn.deserialize_read_exact(rusqlite::MAIN_DB, bytes, bytes.len(), false)
         .expect("deserialize");
+}
+
+/// Keys and bytes (with the overhead) each caller holds, from the table of keys, by caller.
+pub(super) fn keys_by_caller(conn: &Connection) -> Vec<(Vec<u8>, u64, u64)> {
+    let mut stmt = conn
+        .prepare(
+            "SELECT caller, count(*), sum(length(caller) + length(id) + length(digest) + length(outcomes)) \
+             FROM batch_core_dedup_keys GROUP BY caller ORDER BY caller",
+        )
+        .expect("prepare");
+    stmt.query_map([], |row| {
+        let keys = row.get::<_, i64>(1)? as u64;
+        Ok((
+            row.get(0)?,
+            keys,
+            row.get::<_, i64>(2)? as u64 + keys * KEY_OVERHEAD_BYTES,
+        ))
+    })
+    .expect("query")
+    .collect::<Result<_, _>>()
+    .expect("rows")
+}
+
+/// The per-caller counts as the store keeps them, by caller.
+pub(super) fn caller_rows(conn: &Connection) -> Vec<(Vec<u8>, u64, u64)> {
+    let mut stmt = conn
+        .prepare("SELECT caller, keys, bytes FROM batch_core_dedup_callers ORDER BY caller")
+        .expect("prepare");
+    stmt.query_map([], |row| {
+        Ok((
+            row.get(0)?,
+            row.get::<_, i64>(1)? as u64,
+            row.get::<_, i64>(2)? as u64,
+        ))
+    })
+    .expect("query")
+    .collect::<Result<_, _>>()
+    .expect("rows")
 }
