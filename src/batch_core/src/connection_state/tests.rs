@@ -474,6 +474,11 @@ fn the_library_tables_are_out_of_reach_whatever_the_statement() {
             "DELETE FROM [Batch_Core_Dedup_Keys]",
             "Batch_Core_Dedup_Keys",
         ),
+        // After characters of several bytes.
+        (
+            "UPDATE users SET username = 'ééé' WHERE email IN (SELECT hex(id) FROM batch_core_dedup_keys)",
+            "batch_core_dedup_keys",
+        ),
         (
             "DELETE FROM `batch_core_dedup_keys` WHERE 1",
             "batch_core_dedup_keys",
