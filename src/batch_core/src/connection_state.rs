@@ -102,8 +102,13 @@
 //! unchecked. And `ALTER TABLE t RENAME TO x` reports the table, not the new name. Both are
 //! closed by the text: an op statement that names the reserved prefix anywhere (at the start
 //! of a word, in any case, quoted or not, even in a string literal or a comment) is refused
-//! before it is compiled. Statements the application itself prepares through the cache outside
-//! ops are its own: an op with the same text reuses them as they were compiled.
+//! before it is compiled. Every statement the library caches that an op could not run itself
+//! names the prefix: those on its tables, and the executor's `BEGIN IMMEDIATE TRANSACTION
+//! batch_core_batch` (SQLite ignores the transaction's name); the rest are read-only (`COMMIT`,
+//! `ROLLBACK`, the coalescer's checks), which the executor does not run as ops, or writes an op
+//! may make (the coalescer's `sqlite_sequence` upkeep). Statements the application itself
+//! prepares through the cache outside ops are its own: an op with the same text reuses them as
+//! they were compiled.
 //!
 //! Replacing the connection's authorizer (rusqlite's `Connection::authorizer`) removes this
 //! one; batch_core installs it again at its next execution. Statements the application runs
