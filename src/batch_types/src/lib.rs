@@ -27,12 +27,14 @@ pub struct InitArgs {
     /// (default 100).
     pub flush_size: Option<u64>,
     /// Longest time an op waits before the timer flushes it, in milliseconds (default 1,000;
-    /// the timer fires at most once per second, about once per round).
+    /// the timer fires at most once per second, about once per round; at most 86,400,000, one
+    /// day).
     pub max_delay_ms: Option<u64>,
-    /// Queue capacity in ops: a submit beyond it is answered `QueueFull` (default 10,000).
+    /// Queue capacity in ops: a submit beyond it is answered `QueueFull` (default 10,000; at
+    /// most 500,000).
     pub max_pending: Option<u64>,
-    /// Queue capacity in bytes of SQL and parameters (default 128 MiB; at least the canister's
-    /// floor, the bytes of the largest op of its typed API).
+    /// Queue capacity in bytes of SQL and parameters (default 128 MiB, at most 256 MiB; at least
+    /// the canister's floor, the bytes of the largest op of its typed API).
     pub max_pending_bytes: Option<u64>,
     /// Instructions one flush may spend before it starts no further op; a running op is
     /// interrupted at twice this, and a flush ends by three times it (default 10 billion). At
@@ -40,12 +42,12 @@ pub struct InitArgs {
     /// instructions of a message. At least the canister's floor (a multiple of its dearest single
     /// op, so that no ordinary op is interrupted).
     pub flush_instruction_budget: Option<u64>,
-    /// Outcomes kept for `ticket_status` (default 10,000; at least `max_pending`, so that a
-    /// flush of a full queue keeps every outcome it records). When full, the oldest outcome of
+    /// Outcomes kept for `ticket_status` (default 10,000, at most 500,000; at least
+    /// `max_pending`, so that a flush of a full queue keeps every outcome it records). When full, the oldest outcome of
     /// the caller keeping the most is evicted: a caller's outcomes make room only for its own.
     pub outcome_capacity: Option<u64>,
     /// Most rows per multi-row INSERT when a flush coalesces consecutive single-row INSERTs of
-    /// one shape (default 128; 0 or 1 turns coalescing off).
+    /// one shape (default 128, at most 1,024; 0 or 1 turns coalescing off).
     pub coalesce_rows: Option<u64>,
     /// Who may write (default `Restricted`).
     pub write_access: Option<WriteAccess>,

@@ -532,7 +532,7 @@ pub fn stats() -> Stats {
         capped_flushes: s.capped_flushes,
         last_flush_ops: s.last_flush_ops,
         last_flush_instructions: s.last_flush_instructions,
-        last_error: s.last_error,
+        last_error: timer::last_error(s.last_error),
         alarm: timer::alarm(ic_cdk::api::time()),
         timer_armed: timer::armed(),
         keyed_batches,

@@ -1,5 +1,30 @@
 //! Settings: the queue's [`Config`] and who may write, merged from install/upgrade arguments
-//! ([`InitArgs`]) and checked against the IC's message limit and the canister's own floors.
+//! ([`InitArgs`]) and checked against the IC's message limit, the canister's own floors and the
+//! upper bounds below.
+//!
+//! Every numeric setting is bounded on both sides, and a value out of its bounds is refused
+//! with its reason at install and at upgrade (the only places settings change): the install
+//! or upgrade fails and the canister keeps its state. The upper bounds exist because each
+//! value beyond them would make a later message trap or stall instead of being refused now:
+//!
+//! | setting | accepted | why the upper bound |
+//! |---|---|---|
+//! | `flush_size` | 1 ..= `max_pending` | a size trigger beyond the capacity could never fire |
+//! | `max_delay_ms` | 0 ..= [`MAX_DELAY_MS`] (one day) | the timer library traps on a delay past `u64::MAX` ns from now (from about 1.67·10^13 ms), on every submit; a day is the deduplication window of client batches (24 h), the longest a client is asked to wait |
+//! | `max_pending` | 1 ..= [`MAX_PENDING`] | heap: each pending op keeps about 150 bytes besides its own |
+//! | `max_pending_bytes` | the canister's floor ..= [`MAX_PENDING_BYTES`] (256 MiB) | heap: the pending ops themselves |
+//! | `flush_instruction_budget` | the canister's floor ..= [`MAX_FLUSH_BUDGET`] | 3 × the budget plus [`FLUSH_MARGIN`] must fit a message |
+//! | `outcome_capacity` | `max_pending` ..= [`MAX_OUTCOME_CAPACITY`] | heap: an outcome keeps up to 1 KiB of error text |
+//! | `coalesce_rows` | 0 ..= [`MAX_COALESCE_ROWS`] | a chunk is one SQLite statement, compiled (which the instruction guard cannot interrupt) and cached once per power of two up to it |
+//!
+//! The three heap bounds together keep the queue under about 1 GiB at worst (256 MiB of ops,
+//! 75 MiB of their bookkeeping, 550 MiB of outcomes with 1 KiB errors, 8 MiB of history): a
+//! quarter of a 32-bit canister's 4 GiB heap, which SQLite's page cache shares, so that an
+//! upgrade, which holds the saved state and the restored queue at once, still fits.
+//!
+//! A setting a previous version accepted but these bounds refuse (a longer `max_delay_ms`, for
+//! instance) makes an upgrade without that field fail with the reason: the upgrade argument
+//! must set it within its bounds.
 
 use batch_core::Config;
 
@@ -22,6 +47,30 @@ pub const FLUSH_MARGIN: u64 = 8_000_000_000;
 /// [`FLUSH_MARGIN`] fit in [`MESSAGE_LIMIT`].
 pub const MAX_FLUSH_BUDGET: u64 = (MESSAGE_LIMIT - FLUSH_MARGIN) / 3;
 const _: () = assert!(3 * MAX_FLUSH_BUDGET + FLUSH_MARGIN <= MESSAGE_LIMIT);
+
+/// The longest `max_delay_ms` accepted: one day. ic-cdk-timers traps when a timer's delay
+/// passes `u64::MAX` nanoseconds from now (from about 1.67·10^13 ms today), which would make
+/// every submit that arms the timer trap; far below that, an op could wait for its flush for
+/// days. One day is the deduplication window of client batches (24 h): no write waits for the
+/// timer longer than a client batch's key is kept.
+pub const MAX_DELAY_MS: u64 = 86_400_000;
+
+/// The largest `max_pending` (and so `flush_size`): 500,000 ops. Each pending op keeps about
+/// 150 bytes of heap besides the bytes `max_pending_bytes` counts (its ticket, owner and time,
+/// the op's containers).
+pub const MAX_PENDING: u64 = 500_000;
+
+/// The largest `max_pending_bytes`: 256 MiB (twice the default).
+pub const MAX_PENDING_BYTES: u64 = 256 << 20;
+
+/// The largest `outcome_capacity`: 500,000 outcomes (each keeps up to
+/// [`batch_core::MAX_ERROR_BYTES`] of error text, so 550 MiB at worst).
+pub const MAX_OUTCOME_CAPACITY: u64 = 500_000;
+
+/// The largest `coalesce_rows`: 1,024 rows per multi-row INSERT (8 times the default). A chunk
+/// is one SQLite statement: compiling it, which the instruction guard cannot interrupt, grows
+/// with its rows, and the connection caches one such statement per power of two up to this.
+pub const MAX_COALESCE_ROWS: u64 = 1_024;
 
 /// Shortest period of the flush timer: the IC runs timers at most once per round (about a
 /// second), and ic-cdk-timers' repeating timers with a shorter period run more than once in a
@@ -78,31 +127,66 @@ fn as_usize(name: &str, value: u64) -> Result<usize, SettingsError> {
     })
 }
 
+/// `value` of setting `name`, refused with `why` when it is above `max`.
+fn at_most(name: &str, value: u64, max: u64, why: &str) -> Result<u64, SettingsError> {
+    if value > max {
+        return Err(SettingsError(format!(
+            "{name} = {value} is above {max}, the largest accepted: {why}"
+        )));
+    }
+    Ok(value)
+}
+
 impl CanisterSettings {
     /// `args` over `self`: every field present in `args` replaces the current value, every
-    /// absent field keeps it. Fails, with the reason, on a value that does not fit, an invalid
-    /// queue configuration, a flush budget above [`MAX_FLUSH_BUDGET`] or below
-    /// `floors.min_flush_budget`, a `max_pending_bytes` below `floors.min_pending_bytes`, or an
-    /// `outcome_capacity` below `max_pending`. Costs a few hundred instructions.
+    /// absent field keeps it. Fails, with the reason (which names the setting), on a value that
+    /// does not fit, one above its upper bound (see the module documentation), an invalid queue
+    /// configuration (`flush_size` 0 or above `max_pending`, ...), a flush budget above
+    /// [`MAX_FLUSH_BUDGET`] or below `floors.min_flush_budget`, a `max_pending_bytes` below
+    /// `floors.min_pending_bytes`, or an `outcome_capacity` below `max_pending`. The merged
+    /// settings are checked whole, so a current value beyond today's bounds (saved by a version
+    /// with other bounds) is refused too, until the argument sets it. Costs a few hundred
+    /// instructions.
     pub fn merged(&self, args: &InitArgs, floors: &Floors) -> Result<Self, SettingsError> {
         let current = &self.config;
-        let size = |name: &str, value: Option<u64>, current: usize| {
-            value.map_or(Ok(current), |v| as_usize(name, v))
+        let size = |name: &str, value: Option<u64>, current: usize, max: u64, why: &str| {
+            let value = value.map_or(Ok(current), |v| as_usize(name, v))?;
+            at_most(name, value as u64, max, why)?;
+            Ok::<_, SettingsError>(value)
         };
         let max_delay_ns = match args.max_delay_ms {
             None => current.max_delay_ns,
-            Some(ms) => ms.checked_mul(1_000_000).ok_or_else(|| {
-                SettingsError(format!("max_delay_ms = {ms} overflows 64-bit nanoseconds"))
-            })?,
+            Some(ms) => ms.saturating_mul(1_000_000),
         };
+        if max_delay_ns > MAX_DELAY_MS * 1_000_000 {
+            let ms = args.max_delay_ms.unwrap_or(max_delay_ns / 1_000_000);
+            return Err(SettingsError(format!(
+                "max_delay_ms = {ms} is above {MAX_DELAY_MS}, the largest accepted: an op would wait for the timer longer than a day, the deduplication window of client batches (and the timer library traps on a delay past 2^64 ns from now)"
+            )));
+        }
+        let heap = "the queue's heap must stay within its share of the canister's 4 GiB (an upgrade holds the saved queue and the restored one at once)";
         let config = Config {
-            flush_size: size("flush_size", args.flush_size, current.flush_size)?,
+            flush_size: size(
+                "flush_size",
+                args.flush_size,
+                current.flush_size,
+                MAX_PENDING,
+                "it may not exceed max_pending, whose largest value this is",
+            )?,
             max_delay_ns,
-            max_pending: size("max_pending", args.max_pending, current.max_pending)?,
+            max_pending: size(
+                "max_pending",
+                args.max_pending,
+                current.max_pending,
+                MAX_PENDING,
+                heap,
+            )?,
             max_pending_bytes: size(
                 "max_pending_bytes",
                 args.max_pending_bytes,
                 current.max_pending_bytes,
+                MAX_PENDING_BYTES,
+                heap,
             )?,
             flush_instruction_budget: args
                 .flush_instruction_budget
@@ -111,9 +195,17 @@ impl CanisterSettings {
                 "outcome_capacity",
                 args.outcome_capacity,
                 current.outcome_capacity,
+                MAX_OUTCOME_CAPACITY,
+                heap,
             )?,
             history_capacity: current.history_capacity,
-            coalesce_rows: size("coalesce_rows", args.coalesce_rows, current.coalesce_rows)?,
+            coalesce_rows: size(
+                "coalesce_rows",
+                args.coalesce_rows,
+                current.coalesce_rows,
+                MAX_COALESCE_ROWS,
+                "a chunk is one SQLite statement, whose compilation the instruction guard cannot interrupt",
+            )?,
         };
         config
             .validate()
@@ -254,7 +346,10 @@ mod tests {
                 max_delay_ms: Some(u64::MAX),
                 ..InitArgs::default()
             }),
-            format!("max_delay_ms = {} overflows 64-bit nanoseconds", u64::MAX)
+            format!(
+                "max_delay_ms = {} is above 86400000, the largest accepted: an op would wait for the timer longer than a day, the deduplication window of client batches (and the timer library traps on a delay past 2^64 ns from now)",
+                u64::MAX
+            )
         );
         // The largest budget itself is accepted, and so is the floor.
         for budget in [MAX_FLUSH_BUDGET, FLOORS.min_flush_budget] {
@@ -285,5 +380,283 @@ mod tests {
         assert_eq!(s.timer_period_ns(), MIN_TIMER_PERIOD_NS);
         assert_eq!(s.to_view(true).max_delay_ms, 10);
         assert!(s.to_view(true).read_only);
+    }
+
+    /// The names of the settings of `args` (merged over the defaults) that are out of their
+    /// documented bounds: the rules written out again, independently of `merged`.
+    fn violations(args: &InitArgs) -> Vec<&'static str> {
+        let d = CanisterSettings::default().to_view(false);
+        let flush_size = args.flush_size.unwrap_or(d.flush_size);
+        let max_delay_ms = args.max_delay_ms.unwrap_or(d.max_delay_ms);
+        let max_pending = args.max_pending.unwrap_or(d.max_pending);
+        let bytes = args.max_pending_bytes.unwrap_or(d.max_pending_bytes);
+        let budget = args
+            .flush_instruction_budget
+            .unwrap_or(d.flush_instruction_budget);
+        let outcomes = args.outcome_capacity.unwrap_or(d.outcome_capacity);
+        let coalesce = args.coalesce_rows.unwrap_or(d.coalesce_rows);
+        let mut out = Vec::new();
+        if flush_size == 0 || flush_size > 500_000 || flush_size > max_pending {
+            out.push("flush_size");
+        }
+        if max_delay_ms > 86_400_000 {
+            out.push("max_delay_ms");
+        }
+        if max_pending == 0 || max_pending > 500_000 {
+            out.push("max_pending");
+        }
+        if !(400..=256 << 20).contains(&bytes) {
+            out.push("max_pending_bytes");
+        }
+        if !(20_000_000..=10_666_666_666).contains(&budget) {
+            out.push("flush_instruction_budget");
+        }
+        if outcomes > 500_000 || outcomes < max_pending {
+            out.push("outcome_capacity");
+        }
+        if coalesce > 1_024 {
+            out.push("coalesce_rows");
+        }
+        out
+    }
+
+    /// 0, 1, each bound of the setting ± 1, the edges of 32 and 64 bits.
+    fn edges(bounds: &[u64]) -> Vec<u64> {
+        let mut v = vec![0, 1, u64::from(u32::MAX), 1 << 32, u64::MAX - 1, u64::MAX];
+        for &b in bounds {
+            v.extend([b.saturating_sub(1), b, b.saturating_add(1)]);
+        }
+        v
+    }
+
+    /// SplitMix64, for a reproducible random sweep.
+    struct Rng(u64);
+    impl Rng {
+        fn next(&mut self) -> u64 {
+            self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+            let mut z = self.0;
+            z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+            z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+            z ^ (z >> 31)
+        }
+        /// Absent (half of the time, so that whole combinations are often valid), an edge of
+        /// `bounds`, a value below twice a bound, one between the smallest and the largest
+        /// bound, or any 64-bit value of a random magnitude.
+        fn field(&mut self, bounds: &[u64]) -> Option<u64> {
+            let edges = edges(bounds);
+            let (lo, hi) = (bounds[0], bounds[bounds.len() - 1]);
+            match self.next() % 8 {
+                0..4 => None,
+                4 => Some(edges[(self.next() % edges.len() as u64) as usize]),
+                5 => {
+                    let b = bounds[(self.next() % bounds.len() as u64) as usize];
+                    Some(self.next() % b.saturating_mul(2).max(2))
+                }
+                6 => Some(lo + self.next() % (hi - lo + 1)),
+                _ => Some(self.next() >> (self.next() % 64)),
+            }
+        }
+    }
+
+    const FLUSH_SIZE: &[u64] = &[1, 100, 500_000];
+    const DELAY: &[u64] = &[1_000, 86_400_000, 16_700_000_000_000];
+    const PENDING: &[u64] = &[1, 10_000, 500_000];
+    const BYTES: &[u64] = &[400, 128 << 20, 256 << 20];
+    const BUDGET: &[u64] = &[20_000_000, 10_666_666_666];
+    const OUTCOMES: &[u64] = &[10_000, 500_000];
+    const COALESCE: &[u64] = &[1, 128, 1_024];
+
+    /// `merged` against [`violations`]: accepted exactly when every setting is within its
+    /// bounds, and then as given, with a timer period the timer library takes until the year
+    /// 2500; refused otherwise with a reason that starts with the name of a setting out of its
+    /// bounds.
+    fn check(args: &InitArgs) {
+        let expected = violations(args);
+        match CanisterSettings::default().merged(args, &FLOORS) {
+            Ok(s) => {
+                assert!(expected.is_empty(), "{args:?} accepted, but {expected:?}");
+                let v = s.to_view(false);
+                let d = CanisterSettings::default().to_view(false);
+                assert_eq!(v.flush_size, args.flush_size.unwrap_or(d.flush_size));
+                assert_eq!(v.max_delay_ms, args.max_delay_ms.unwrap_or(d.max_delay_ms));
+                assert_eq!(v.max_pending, args.max_pending.unwrap_or(d.max_pending));
+                assert_eq!(
+                    v.max_pending_bytes,
+                    args.max_pending_bytes.unwrap_or(d.max_pending_bytes)
+                );
+                assert_eq!(
+                    v.outcome_capacity,
+                    args.outcome_capacity.unwrap_or(d.outcome_capacity)
+                );
+                assert_eq!(
+                    v.coalesce_rows,
+                    args.coalesce_rows.unwrap_or(d.coalesce_rows)
+                );
+                // 2500-01-01 in nanoseconds since the epoch: ic-cdk-timers adds the period.
+                const YEAR_2500_NS: u64 = 16_725_225_600_000_000_000;
+                assert!(YEAR_2500_NS.checked_add(s.timer_period_ns()).is_some());
+                assert!(s.timer_period_ns() <= 86_400_000_000_000);
+            }
+            Err(SettingsError(reason)) => assert!(
+                expected.iter().any(|name| reason.starts_with(name)),
+                "{args:?} refused with {reason:?}, expected a reason about one of {expected:?}"
+            ),
+        }
+    }
+
+    #[test]
+    fn every_setting_over_its_whole_range_is_accepted_within_its_bounds_or_refused_by_name() {
+        let fields: [(&str, &[u64]); 7] = [
+            ("flush_size", FLUSH_SIZE),
+            ("max_delay_ms", DELAY),
+            ("max_pending", PENDING),
+            ("max_pending_bytes", BYTES),
+            ("flush_instruction_budget", BUDGET),
+            ("outcome_capacity", OUTCOMES),
+            ("coalesce_rows", COALESCE),
+        ];
+        let set = |args: &mut InitArgs, name: &str, value: Option<u64>| match name {
+            "flush_size" => args.flush_size = value,
+            "max_delay_ms" => args.max_delay_ms = value,
+            "max_pending" => args.max_pending = value,
+            "max_pending_bytes" => args.max_pending_bytes = value,
+            "flush_instruction_budget" => args.flush_instruction_budget = value,
+            "outcome_capacity" => args.outcome_capacity = value,
+            _ => args.coalesce_rows = value,
+        };
+        // Each setting alone over its edges, and with the others at their largest.
+        let largest = InitArgs {
+            flush_size: Some(500_000),
+            max_delay_ms: Some(86_400_000),
+            max_pending: Some(500_000),
+            max_pending_bytes: Some(256 << 20),
+            flush_instruction_budget: Some(MAX_FLUSH_BUDGET),
+            outcome_capacity: Some(500_000),
+            coalesce_rows: Some(1_024),
+            write_access: None,
+        };
+        check(&largest);
+        let mut accepted = 0;
+        for (name, bounds) in fields {
+            for value in edges(bounds) {
+                for base in [InitArgs::default(), largest.clone()] {
+                    let mut args = base;
+                    set(&mut args, name, Some(value));
+                    check(&args);
+                    accepted += usize::from(violations(&args).is_empty());
+                }
+            }
+        }
+        assert!(accepted > 50, "the sweep accepted only {accepted} cases");
+        // Random combinations of all of them.
+        let mut rng = Rng(0x5E77_1265);
+        let mut outcomes = [0usize; 2];
+        for _ in 0..200_000 {
+            let mut args = InitArgs::default();
+            for (name, bounds) in fields {
+                set(&mut args, name, rng.field(bounds));
+            }
+            check(&args);
+            outcomes[usize::from(violations(&args).is_empty())] += 1;
+        }
+        // Both verdicts are well represented.
+        assert!(outcomes.iter().all(|&n| n > 10_000), "{outcomes:?}");
+    }
+
+    #[test]
+    fn every_upper_bound_is_exact_and_refused_with_its_reason() {
+        let room = InitArgs {
+            max_pending: Some(500_000),
+            outcome_capacity: Some(500_000),
+            ..InitArgs::default()
+        };
+        let merge = |args: InitArgs| CanisterSettings::default().merged(&args, &FLOORS);
+        let heap = "the queue's heap must stay within its share of the canister's 4 GiB (an upgrade holds the saved queue and the restored one at once)";
+        let cases: [(InitArgs, InitArgs, String); 6] = [
+            (
+                InitArgs { max_delay_ms: Some(MAX_DELAY_MS), ..InitArgs::default() },
+                InitArgs { max_delay_ms: Some(MAX_DELAY_MS + 1), ..InitArgs::default() },
+                "max_delay_ms = 86400001 is above 86400000, the largest accepted: an op would wait for the timer longer than a day, the deduplication window of client batches (and the timer library traps on a delay past 2^64 ns from now)".into(),
+            ),
+            (
+                InitArgs { flush_size: Some(MAX_PENDING), ..room.clone() },
+                InitArgs { flush_size: Some(MAX_PENDING + 1), ..room.clone() },
+                "flush_size = 500001 is above 500000, the largest accepted: it may not exceed max_pending, whose largest value this is".into(),
+            ),
+            (
+                room.clone(),
+                InitArgs { max_pending: Some(MAX_PENDING + 1), ..room.clone() },
+                format!("max_pending = 500001 is above 500000, the largest accepted: {heap}"),
+            ),
+            (
+                InitArgs { max_pending_bytes: Some(MAX_PENDING_BYTES), ..InitArgs::default() },
+                InitArgs { max_pending_bytes: Some(MAX_PENDING_BYTES + 1), ..InitArgs::default() },
+                format!("max_pending_bytes = 268435457 is above 268435456, the largest accepted: {heap}"),
+            ),
+            (
+                InitArgs { outcome_capacity: Some(MAX_OUTCOME_CAPACITY), ..InitArgs::default() },
+                InitArgs { outcome_capacity: Some(MAX_OUTCOME_CAPACITY + 1), ..InitArgs::default() },
+                format!("outcome_capacity = 500001 is above 500000, the largest accepted: {heap}"),
+            ),
+            (
+                InitArgs { coalesce_rows: Some(MAX_COALESCE_ROWS), ..InitArgs::default() },
+                InitArgs { coalesce_rows: Some(MAX_COALESCE_ROWS + 1), ..InitArgs::default() },
+                "coalesce_rows = 1025 is above 1024, the largest accepted: a chunk is one SQLite statement, whose compilation the instruction guard cannot interrupt".into(),
+            ),
+        ];
+        for (largest, beyond, reason) in cases {
+            assert!(merge(largest.clone()).is_ok(), "{largest:?}");
+            assert_eq!(merge(beyond).unwrap_err().0, reason);
+        }
+        assert_eq!(MAX_DELAY_MS, 86_400_000);
+        assert_eq!(
+            (
+                MAX_PENDING,
+                MAX_PENDING_BYTES,
+                MAX_OUTCOME_CAPACITY,
+                MAX_COALESCE_ROWS
+            ),
+            (500_000, 268_435_456, 500_000, 1_024)
+        );
+    }
+
+    #[test]
+    fn an_upgrade_refuses_a_saved_setting_beyond_the_bounds_until_its_argument_sets_it() {
+        // Saved by a version that accepted any delay that did not overflow.
+        let saved = CanisterSettings {
+            config: Config {
+                max_delay_ns: 1_000_000_000_000 * 1_000_000,
+                ..Config::default()
+            },
+            write_access: WriteAccess::Restricted,
+        };
+        assert_eq!(
+            saved.merged(&InitArgs::default(), &FLOORS).unwrap_err().0,
+            "max_delay_ms = 1000000000000 is above 86400000, the largest accepted: an op would wait for the timer longer than a day, the deduplication window of client batches (and the timer library traps on a delay past 2^64 ns from now)"
+        );
+        let fixed = saved
+            .merged(
+                &InitArgs {
+                    max_delay_ms: Some(2_000),
+                    ..InitArgs::default()
+                },
+                &FLOORS,
+            )
+            .unwrap();
+        assert_eq!(fixed.timer_period_ns(), 2_000_000_000);
+        // A sub-millisecond excess over the day is refused too.
+        let over = CanisterSettings {
+            config: Config {
+                max_delay_ns: MAX_DELAY_MS * 1_000_000 + 1,
+                ..Config::default()
+            },
+            write_access: WriteAccess::Restricted,
+        };
+        assert!(
+            over.merged(&InitArgs::default(), &FLOORS)
+                .unwrap_err()
+                .0
+                .starts_with("max_delay_ms = 86400000 is above 86400000")
+        );
     }
 }

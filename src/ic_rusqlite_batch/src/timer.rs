@@ -9,7 +9,7 @@
 //! is searching, one extra run happens at the next round (a one-shot timer; if it traps, the
 //! repeating timer still runs).
 //!
-//! Two things can keep a flush from draining the queue, and the watchdog tells them apart:
+//! Three things can keep a flush from draining the queue, and the watchdog tells them apart:
 //!
 //! - **A flush fails outside any op**: `BEGIN` or `COMMIT` fails (a read-only or full database,
 //!   an I/O error). The flush returns the error; batch_core keeps every op queued and fails none
@@ -36,9 +36,40 @@
 //!   thus found in O(log n) careful flushes, without normal flushes (which would trap again) in
 //!   between. The first op is removed without effect (`SQLITE_ABORT`, "removed
 //!   without effect: ...") only after [`MAX_TRAPS_ALONE`] flushes of it alone made their
-//!   message trap: the one reason given is the one observed. A careful flush that fails
-//!   outside any op counts nothing against the ops. The careful mode ends once every op that
-//!   was pending when the stall was seen has been flushed or removed.
+//!   message trap, each of them vouched for by a probe (below): the one reason given is the one
+//!   observed. A careful flush that fails outside any op counts nothing against the ops. The
+//!   careful mode ends once every op that was pending when the stall was seen has been flushed
+//!   or removed.
+//! - **A flush traps for a reason no op causes**: the canister's memory allocation (or the
+//!   subnet's memory, or `wasm_memory_limit`) leaves no room for the heap to grow, so every
+//!   flush traps ("cannot grow its memory usage") whatever it runs. A canister cannot read why
+//!   its earlier message trapped, so the watchdog asks a question whose answer it can read:
+//!   after the first careful flush that traps, and after each careful flush of the first op
+//!   alone that traps, the next step is a **probe**, a call to itself ([`PROBE_METHOD`]) that does a flush's kind of work without any op: it
+//!   takes [`PROBE_HEAP_BYTES`] from the heap's allocator (which SQLite's allocations share)
+//!   and frees them, and writes a page in SQLite (`BEGIN IMMEDIATE`, `PRAGMA user_version` set
+//!   to its own value, which journals and dirties the database's first page, then
+//!   `ROLLBACK`). Only if the probe answers does a trap of the op alone count against it, and
+//!   does the search go on. If the probe
+//!   fails too (it traps, SQLite refuses the write, or the call cannot be made), the
+//!   environment is at fault: the trap is not counted, the alarm is raised (`stats.alarm`, and
+//!   the probe's error in `stats.last_error`), every op stays queued, caller flushes stop, and
+//!   once per period the timer sends the probe again (nothing else); the first probe that
+//!   answers clears the alarm and starts the careful mode over with a whole flush, which ends
+//!   it at once if it answers. No op is ever removed for it.
+//!
+//!   What the probe costs: nothing while flushes work. Against an op that makes flushes trap,
+//!   one probe message after the first trapped careful flush and one per trap of the op alone
+//!   ([`MAX_TRAPS_ALONE`] per removed op), each answering (no more trapped messages than
+//!   before, one more round each). With no memory to grow, the environment is found after the
+//!   normal flushes of [`STALLED_PERIODS`] periods, a whole careful flush and one probe, all
+//!   trapping; then one probe per period traps until memory is available.
+//!   What it cannot tell: an op that needs more of the heap than the probe takes (more than
+//!   [`PROBE_HEAP_BYTES`] at once) and traps because the heap cannot grow is taken for an op
+//!   that traps (it is, unlike its neighbours, too large for the memory left); and an op that
+//!   traps for its own reason (the instruction limit) while the heap has less than
+//!   [`PROBE_HEAP_BYTES`] to spare is not removed until memory is available (the alarm says
+//!   so; no op is removed on a guess).
 //!
 //! Submits never run someone else's op that could trap: the size-triggered flush inside a
 //! submit runs only while the queue is healthy (no alarm, no careful mode, a flush committed
@@ -68,6 +99,12 @@ pub const MAX_TRAPS_ALONE: u32 = 3;
 pub const STALE_CALL_PERIODS: u64 = 10;
 /// The method a careful flush calls on the canister itself (hidden from the Candid interface).
 pub const CAREFUL_FLUSH_METHOD: &str = "__careful_flush";
+/// The method of the watchdog's probe, a flush's kind of work without any op, called on the
+/// canister itself (hidden from the Candid interface).
+pub const PROBE_METHOD: &str = "__careful_probe";
+/// Bytes the probe takes from the heap's allocator and frees: 1 MiB, 256 database pages, far
+/// more than a flush of one ordinary op allocates.
+pub const PROBE_HEAP_BYTES: usize = 1 << 20;
 /// The reject code of a call whose callee trapped (`CANISTER_ERROR` in the interface
 /// specification).
 const CANISTER_ERROR: u32 = 5;
@@ -84,9 +121,14 @@ struct Watch {
     failing: Option<Failing>,
     /// The search for an op that makes flushes trap.
     careful: Option<Careful>,
+    /// Flushes trap and so does the probe, which runs no op: the environment is at fault.
+    environment: Option<Failing>,
+    /// The watchdog's last error (the probe's), with the queue's last error when it was
+    /// recorded: `stats.last_error` shows it until the queue records another.
+    last_error: Option<(String, Option<String>)>,
 }
 
-/// Flushes fail outside any op: the alarm.
+/// Flushes fail outside any op, or the environment makes them trap: the alarm.
 #[derive(Clone, Debug)]
 struct Failing {
     since_ns: u64,
@@ -112,6 +154,10 @@ struct Careful {
     /// only a late timer (rounds longer than the period, a busy subnet): the first careful
     /// flush runs what a normal flush would, and if it answers the careful mode ends.
     confirmed: bool,
+    /// A careful flush of this many ops has just trapped, and the probe is the next step: the
+    /// first trap of the careful mode (is the environment at fault from the start?), or a trap
+    /// of the first op alone (1), which counts against it only once the probe has answered.
+    probe_after: Option<usize>,
 }
 
 thread_local! {
@@ -129,13 +175,14 @@ pub fn armed() -> bool {
     TIMER.with_borrow(Option::is_some)
 }
 
-/// Records that the queue made progress (or just became non-empty) at `now_ns`: the alarm of
-/// failing flushes is over (the careful search goes on until its ops have left the queue).
+/// Records that the queue made progress (or just became non-empty) at `now_ns`: the alarms
+/// are over (the careful search goes on until its ops have left the queue).
 pub(crate) fn progress(now_ns: u64) {
     WATCH.with_borrow_mut(|w| {
         w.progress_ns = now_ns;
         w.answered_ns = now_ns;
         w.failing = None;
+        w.environment = None;
     });
 }
 
@@ -151,14 +198,37 @@ pub(crate) fn record(result: &Result<FlushReport, FlushError>, now_ns: u64) {
 fn failed_outside_ops(error: &str, now_ns: u64) {
     WATCH.with_borrow_mut(|w| {
         w.answered_ns = now_ns;
-        let failing = w.failing.get_or_insert(Failing {
-            since_ns: now_ns,
-            attempts: 0,
-            error: String::new(),
-        });
-        failing.attempts += 1;
-        error.clone_into(&mut failing.error);
+        count(&mut w.failing, error, now_ns);
     });
+}
+
+/// One more failure of the alarm `alarm` (raised at `now_ns` if it was not).
+fn count(alarm: &mut Option<Failing>, error: &str, now_ns: u64) {
+    let failing = alarm.get_or_insert(Failing {
+        since_ns: now_ns,
+        attempts: 0,
+        error: String::new(),
+    });
+    failing.attempts += 1;
+    error.clone_into(&mut failing.error);
+}
+
+/// The probe failed at `now_ns` with `error`: the environment is at fault.
+fn environment_at_fault(error: &str, now_ns: u64) {
+    let queue_error = QUEUE.with_borrow(|q| q.stats().last_error);
+    WATCH.with_borrow_mut(|w| {
+        count(&mut w.environment, error, now_ns);
+        w.last_error = Some((format!("watchdog: {error}"), queue_error));
+    });
+}
+
+/// What `stats.last_error` shows, given the queue's last error: the watchdog's, if it recorded
+/// one since the queue recorded `queue_error`, else `queue_error`.
+pub fn last_error(queue_error: Option<String>) -> Option<String> {
+    WATCH.with_borrow(|w| match &w.last_error {
+        Some((error, then)) if *then == queue_error => Some(error.clone()),
+        _ => queue_error,
+    })
 }
 
 /// A controller SQL op was queued with `ticket`.
@@ -195,6 +265,7 @@ pub(crate) fn caller_flush_limit(now_ns: u64) -> usize {
     let period = SETTINGS.with_borrow(|s| s.timer_period_ns());
     let healthy = WATCH.with_borrow(|w| {
         w.failing.is_none()
+            && w.environment.is_none()
             && w.careful.is_none()
             && now_ns.saturating_sub(w.progress_ns.max(w.answered_ns)) < period
     });
@@ -218,6 +289,14 @@ pub fn alarm(now_ns: u64) -> Option<String> {
                 f.attempts,
                 now_ns.saturating_sub(f.since_ns) / 1_000_000_000,
                 f.error
+            ));
+        }
+        if let Some(e) = &w.environment {
+            return Some(format!(
+                "flushes trap for a reason no op causes: a probe that runs no op failed too ({} attempts in {} s): {}; every queued op stays pending and the timer probes again once per period",
+                e.attempts,
+                now_ns.saturating_sub(e.since_ns) / 1_000_000_000,
+                e.error
             ));
         }
         w.careful.map(|c| {
@@ -287,7 +366,10 @@ async fn run() {
             ic_cdk::println!("timer flush failed, queue kept: {e}");
         }
     }
-    let searching = WATCH.with_borrow(|w| w.careful.is_some_and(|c| c.in_flight_since.is_none()));
+    // While the environment is at fault, the probe runs once per period, without catch-up.
+    let searching = WATCH.with_borrow(|w| {
+        w.environment.is_none() && w.careful.is_some_and(|c| c.in_flight_since.is_none())
+    });
     let backlog = QUEUE.with_borrow(|q| q.len() >= q.config().flush_size);
     // Expired keys of client batches are pruned by a timer of their own, never in this
     // message: this only re-arms that timer if it was lost (a few `Cell` reads).
@@ -319,6 +401,7 @@ async fn careful_step(now: u64) {
         in_flight_since: None,
         probed: false,
         confirmed: false,
+        probe_after: None,
     });
     if careful.head != head {
         careful.head = head;
@@ -347,6 +430,10 @@ async fn careful_step(now: u64) {
         careful.traps_alone = 0;
         careful.probed = false;
         WATCH.with_borrow_mut(|w| w.careful = Some(careful));
+        return;
+    }
+    if careful.probe_after.is_some() || WATCH.with_borrow(|w| w.environment.is_some()) {
+        probe_step(careful, now, unresolved).await;
         return;
     }
     let limit = if !careful.confirmed {
@@ -394,19 +481,96 @@ async fn careful_step(now: u64) {
                 rejected.reject_message()
             );
             if !careful.confirmed {
-                // A trap it is: the search starts over the whole queue, the head alone first.
+                // A trap it is: the search starts over the whole queue, the head alone first,
+                // once the probe has told whether the environment is at fault.
                 careful.confirmed = true;
                 careful.probed = false;
+                careful.probe_after = Some(limit);
             } else {
-                if limit == 1 {
-                    careful.traps_alone += 1;
-                }
+                // A trap of the first op alone counts once the probe has answered.
+                careful.probe_after = (limit == 1).then_some(1);
                 careful.suspects = limit;
             }
         }
         Err(e) => ic_cdk::println!("careful flush not made: {e}"),
     }
     WATCH.with_borrow_mut(|w| w.careful = Some(careful));
+}
+
+/// The probe step of the careful search (see the module documentation): a call to
+/// [`PROBE_METHOD`]; if it answers, the search goes on and a trap of the first op alone counts
+/// (after the environment was at fault, the careful mode starts over); otherwise the
+/// environment is at fault and nothing counts.
+async fn probe_step(mut careful: Careful, now: u64, unresolved: usize) {
+    careful.in_flight_since = Some(now);
+    WATCH.with_borrow_mut(|w| w.careful = Some(careful));
+    // The attempt is committed at this await: a trap in the probe cannot roll it back.
+    let result = Call::unbounded_wait(ic_cdk::api::canister_self(), PROBE_METHOD).await;
+    let answered = ic_cdk::api::time();
+    careful.in_flight_since = None;
+    let failure = match result {
+        Ok(response) => match response.candid::<Result<(), WriteError>>() {
+            Ok(Ok(())) => None,
+            Ok(Err(e)) => Some(format!("the probe failed: {e}")),
+            Err(e) => Some(format!("the probe's reply is undecodable: {e}")),
+        },
+        Err(CallFailed::CallRejected(rejected)) => Some(format!(
+            "the probe, which runs no op, was rejected with code {}: {}",
+            rejected.raw_reject_code(),
+            rejected.reject_message()
+        )),
+        Err(e) => Some(format!("the probe could not be sent: {e}")),
+    };
+    match failure {
+        None => {
+            if careful.probe_after.take() == Some(1) {
+                careful.traps_alone += 1;
+            }
+            if WATCH.with_borrow_mut(|w| w.environment.take().is_some()) {
+                // The environment has recovered: what trapped before may not trap now. The
+                // search starts over with a whole flush, which ends it if it answers.
+                careful.confirmed = false;
+                careful.probed = false;
+                careful.traps_alone = 0;
+                careful.suspects = unresolved;
+            }
+        }
+        Some(error) => {
+            ic_cdk::println!("careful flush: {error}");
+            // The trap that asked for the probe does not count against the op.
+            careful.probe_after = None;
+            environment_at_fault(&error, answered);
+        }
+    }
+    WATCH.with_borrow_mut(|w| w.careful = Some(careful));
+}
+
+/// The probe: takes [`PROBE_HEAP_BYTES`] from the heap and frees them, and writes the
+/// database's first page in a transaction it rolls back. Only the canister itself may call it
+/// (an update hidden from the Candid interface, exported by this crate). Changes nothing.
+#[ic_cdk::update(hidden = true, name = "__careful_probe")]
+fn careful_probe() -> Result<(), WriteError> {
+    if ic_cdk::api::msg_caller() != ic_cdk::api::canister_self() {
+        return Err(WriteError::NotAuthorized);
+    }
+    probe()
+}
+
+fn probe() -> Result<(), WriteError> {
+    // Taken from the allocator SQLite shares, where a flush's allocations come from; the
+    // heap grows if it has no such room free (and the message traps if it cannot).
+    let heap: Vec<u8> = Vec::with_capacity(PROBE_HEAP_BYTES);
+    std::hint::black_box(&heap);
+    drop(heap);
+    with_connection(|conn| {
+        conn.execute_batch("BEGIN IMMEDIATE")?;
+        let written = conn
+            .pragma_query_value(None, "user_version", |row| row.get::<_, i64>(0))
+            .and_then(|version| conn.pragma_update(None, "user_version", version));
+        let rolled_back = conn.execute_batch("ROLLBACK");
+        written.and(rolled_back)
+    })
+    .map_err(|e| WriteError::Database(format!("the probe's write: {e}")))
 }
 
 /// The careful flush: at most `limit` ops, in a message of its own. Only the canister itself
