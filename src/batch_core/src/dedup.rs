@@ -59,25 +59,32 @@ CREATE TABLE IF NOT EXISTS batch_core_dedup_meta (
   bytes INTEGER NOT NULL
 );
 INSERT OR IGNORE INTO batch_core_dedup_meta (id, keys, bytes) VALUES (0, 0, 0);";
-/// The per-caller counts, and the migration of a store written before them: each caller's
-/// keys and bytes aggregated once from the keys held (run only when the table is created).
+/// The per-caller counts.
 const CALLERS_SCHEMA: &str = "CREATE TABLE batch_core_dedup_callers (
   caller BLOB PRIMARY KEY,
   keys INTEGER NOT NULL,
   bytes INTEGER NOT NULL
-) WITHOUT ROWID;
-INSERT INTO batch_core_dedup_callers (caller, keys, bytes)
+) WITHOUT ROWID;";
+/// The migration of a store written before the per-caller counts: each caller's keys and
+/// bytes aggregated once from the keys held (run only when the table is created beside them).
+const CALLERS_MIGRATION: &str = "INSERT INTO batch_core_dedup_callers (caller, keys, bytes)
   SELECT caller, count(*), sum(length(caller) + length(id) + length(digest) + length(outcomes) + 16)
   FROM batch_core_dedup_keys GROUP BY caller;";
 // The migration above counts each key's bytes as `key_bytes` does.
 const _: () = assert!(KEY_OVERHEAD_BYTES == 16);
-const CALLERS_EXIST: &str = "SELECT EXISTS (SELECT 1 FROM sqlite_schema WHERE type = 'table' AND name = 'batch_core_dedup_callers')";
-const LOOKUP: &str = "SELECT digest, outcomes FROM batch_core_dedup_keys WHERE created_at = ?1 AND caller = ?2 AND id = ?3";
-const READ_META: &str = "SELECT keys, bytes FROM batch_core_dedup_meta WHERE id = 0";
-/// The store's counts and the caller's (0 for a caller holding no key).
-const READ_HELD: &str = "SELECT m.keys, m.bytes, coalesce(c.keys, 0), coalesce(c.bytes, 0) \
-    FROM batch_core_dedup_meta AS m LEFT JOIN batch_core_dedup_callers AS c ON c.caller = ?1 \
+/// Whether the table of keys and the table of per-caller counts exist.
+const STORE_TABLES: &str = "SELECT \
+    EXISTS (SELECT 1 FROM sqlite_schema WHERE type = 'table' AND name = 'batch_core_dedup_keys'), \
+    EXISTS (SELECT 1 FROM sqlite_schema WHERE type = 'table' AND name = 'batch_core_dedup_callers')";
+/// The key's digest and outcomes (NULL if it is not recorded), the store's counts and the
+/// caller's (0 for a caller holding no key), in one read.
+const LOOKUP: &str = "SELECT k.digest, k.outcomes, m.keys, m.bytes, \
+    coalesce(c.keys, 0), coalesce(c.bytes, 0) \
+    FROM batch_core_dedup_meta AS m \
+    LEFT JOIN batch_core_dedup_keys AS k ON k.created_at = ?1 AND k.caller = ?2 AND k.id = ?3 \
+    LEFT JOIN batch_core_dedup_callers AS c ON c.caller = ?2 \
     WHERE m.id = 0";
+const READ_META: &str = "SELECT keys, bytes FROM batch_core_dedup_meta WHERE id = 0";
 const READ_CALLER: &str = "SELECT keys, bytes FROM batch_core_dedup_callers WHERE caller = ?1";
 /// Counts a key of ?2 bytes for caller ?1 if its share has room (?3 keys, ?4 bytes); changes
 /// no row otherwise. (The `WHERE` of the `SELECT` also keeps SQLite's parser from reading
@@ -560,11 +567,11 @@ pub struct PruneReport {
 ///
 /// # Cost
 ///
-/// Per keyed batch, besides the batch: an XXH3-128 of the request (by the caller), two reads by
-/// primary key (the key; the meta row joined with the caller's row), the encoding of the
+/// Per keyed batch, besides the batch: an XXH3-128 of the request (by the caller), one read
+/// (the key, the meta row and the caller's row, each by primary key), the encoding of the
 /// outcomes (linear in outcomes, a run of inserts encodes in a few bytes), and inside the
 /// batch's transaction one INSERT, one UPDATE (the store's counts) and one upsert (the
-/// caller's). A duplicate costs the first read and decoding its outcomes.
+/// caller's). A duplicate costs the read and decoding its outcomes.
 ///
 /// A `Deduplicator` holds the rules, the bounds and the counters; the keys themselves live in
 /// the database. Cloning copies the counters: a test that simulates a trap restores a clone
@@ -645,7 +652,7 @@ impl Deduplicator {
     /// key is new and both the caller's share and the store have room for it (else
     /// [`DedupError::StoreFull`] naming the full one). Creates the store's tables on first use.
     ///
-    /// Cost: two reads by primary key, plus decoding a duplicate's outcomes. `ops` is the
+    /// Cost: one read (three rows by primary key), plus decoding a duplicate's outcomes. `ops` is the
     /// number of ops of the batch (a duplicate's record must hold that many outcomes).
     pub fn lookup(
         &mut self,
@@ -665,17 +672,21 @@ impl Deduplicator {
         self.check_window(key, now_ns)?;
         let created_at = i64::try_from(key.created_at_time_ns).unwrap_or(i64::MAX);
         self.ensure_schema(conn)?;
-        let recorded: Option<(Vec<u8>, Vec<u8>)> = conn
+        // One read: the key's record, if any, and the store's and the caller's counts.
+        type Held = (Option<Vec<u8>>, Option<Vec<u8>>, [i64; 4]);
+        let (recorded_digest, outcomes, held): Held = conn
             .prepare_cached(LOOKUP)
             .and_then(|mut lookup| {
-                lookup
-                    .query_row(params![created_at, caller, &key.id[..]], |row| {
-                        Ok((row.get(0)?, row.get(1)?))
-                    })
-                    .optional()
+                lookup.query_row(params![created_at, caller, &key.id[..]], |row| {
+                    Ok((
+                        row.get(0)?,
+                        row.get(1)?,
+                        [row.get(2)?, row.get(3)?, row.get(4)?, row.get(5)?],
+                    ))
+                })
             })
             .map_err(DedupError::Store)?;
-        if let Some((recorded_digest, outcomes)) = recorded {
+        if let (Some(recorded_digest), Some(outcomes)) = (recorded_digest, outcomes) {
             if recorded_digest != digest.0 {
                 self.counters.digest_mismatches += 1;
                 return Err(DedupError::DigestMismatch { key: *key });
@@ -688,15 +699,8 @@ impl Deduplicator {
                 duplicate: true,
             }));
         }
-        let [store_keys, store_bytes, caller_keys, caller_bytes] = conn
-            .prepare_cached(READ_HELD)
-            .and_then(|mut read| {
-                read.query_row([caller], |row| {
-                    Ok::<[i64; 4], _>([row.get(0)?, row.get(1)?, row.get(2)?, row.get(3)?])
-                })
-            })
-            .map_err(DedupError::Store)?
-            .map(|count| u64::try_from(count).unwrap_or(0));
+        let [store_keys, store_bytes, caller_keys, caller_bytes] =
+            held.map(|count| u64::try_from(count).unwrap_or(0));
         let full = if caller_keys >= self.config.max_keys_per_caller
             || caller_bytes >= self.config.max_bytes_per_caller
         {
@@ -976,13 +980,23 @@ impl Deduplicator {
                     Some("a transaction is open on the connection".to_owned()),
                 )));
             }
+            let tables = |conn: &Connection| -> rusqlite::Result<(bool, bool)> {
+                conn.query_row(STORE_TABLES, [], |row| Ok((row.get(0)?, row.get(1)?)))
+            };
             let create = || -> rusqlite::Result<()> {
+                if tables(conn)? == (true, true) {
+                    return Ok(());
+                }
                 let tx =
                     rusqlite::Transaction::new_unchecked(conn, TransactionBehavior::Immediate)?;
+                // Again inside the transaction: another connection may have created them.
+                let (keys, callers) = tables(&tx)?;
                 tx.execute_batch(SCHEMA)?;
-                let callers: bool = tx.query_row(CALLERS_EXIST, [], |row| row.get(0))?;
                 if !callers {
                     tx.execute_batch(CALLERS_SCHEMA)?;
+                    if keys {
+                        tx.execute_batch(CALLERS_MIGRATION)?;
+                    }
                 }
                 tx.commit()
             };

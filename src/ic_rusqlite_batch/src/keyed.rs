@@ -49,7 +49,7 @@ pub const PRUNE_STEP_INSTRUCTIONS: u64 = 1_000_000_000;
 /// removal of the key in hand when the budget ran out, which grows with its record (about 7.5
 /// instructions per byte measured, so at most about 250 M for a record as large as a caller's
 /// whole 32 MiB share), plus the step's `COMMIT`. Measured on the offline engine with a full
-/// store (256 MiB in 690 records of 390 KB, the largest the reference canister writes): 3
+/// store (256 MiB in 690 records of 390 KB, each the outcomes of 10,000 failed ops): 3
 /// messages of 1,001,763,133, 1,003,048,384 and 453,433,877 instructions.
 pub const PRUNE_MESSAGE_MAX_INSTRUCTIONS: u64 = 1_250_000_000;
 /// After a failed prune, the next attempt waits this long (one minute).
