@@ -38,28 +38,28 @@ static SETUP: batch::Setup = batch::Setup {
 
 batch::canister_methods!(SETUP);
 
-/// Queues a note; its ticket tells its id once flushed (`last_insert_rowid`).
-#[ic_cdk::update]
-fn add_note(text: String) -> Result<Ticket, WriteError> {
-    batch::submit(if text.len() > MAX_NOTE_BYTES {
-        Err(WriteError::Invalid(format!(
-            "a note has at most {MAX_NOTE_BYTES} bytes"
-        )))
-    } else {
-        Ok(WriteOp::Single(Statement::new(
-            INSERT_NOTE,
-            vec![text.into()],
-        )))
-    })
-}
+batch::update! {
+    /// Queues a note; its ticket tells its id once flushed (`last_insert_rowid`).
+    fn add_note(text: String) -> Result<Ticket, WriteError> {
+        batch::submit(if text.len() > MAX_NOTE_BYTES {
+            Err(WriteError::Invalid(format!(
+                "a note has at most {MAX_NOTE_BYTES} bytes"
+            )))
+        } else {
+            Ok(WriteOp::Single(Statement::new(
+                INSERT_NOTE,
+                vec![text.into()],
+            )))
+        })
+    }
 
-/// Queues the deletion of note `id`.
-#[ic_cdk::update]
-fn delete_note(id: i64) -> Result<Ticket, WriteError> {
-    batch::submit(Ok(WriteOp::Single(Statement::new(
-        DELETE_NOTE,
-        vec![id.into()],
-    ))))
+    /// Queues the deletion of note `id`.
+    fn delete_note(id: i64) -> Result<Ticket, WriteError> {
+        batch::submit(Ok(WriteOp::Single(Statement::new(
+            DELETE_NOTE,
+            vec![id.into()],
+        ))))
+    }
 }
 // ---- end of glue ----
 
@@ -70,8 +70,8 @@ struct Note {
     text: String,
 }
 
-/// The notes with `id > after`, by id, at most 100.
-#[ic_cdk::query]
+/// The notes with `id > after`, by id, at most 100 (called as an update: for writers only).
+#[ic_cdk::query(guard = "batch::query_guard")]
 fn notes(after: i64) -> Result<Vec<Note>, batch::QueryError> {
     batch::with_connection(|conn| {
         let mut stmt = conn

@@ -5,7 +5,10 @@
 //!
 //! The interface is documented in `bench_canister.did` and its types live in the `bench_api`
 //! crate; the queue, its timer and watchdog, settings, access control and the state kept across
-//! upgrades are `ic_rusqlite_batch`'s (whose Candid types `bench_api` re-exports).
+//! upgrades are `ic_rusqlite_batch`'s (whose Candid types `bench_api` re-exports). Every update
+//! method checks its caller against its class in `bench_api::METHODS` before it reads its
+//! argument (`ic_rusqlite_batch::authorized`, or `ic_rusqlite_batch::update!` which calls it),
+//! and every query is guarded by `ic_rusqlite_batch::query_guard`.
 #![cfg(target_arch = "wasm32")]
 // ^ The canister only builds for wasm32 (ic-rusqlite refuses other targets). Natively the crate is
 // empty, so that `cargo test` at the top level can run its tests/ against the built wasm.
@@ -82,11 +85,6 @@ fn enqueue(op: WriteOp, origin: Origin, owner: Owner) -> Result<Ticket, WriteErr
     batch::enqueue(op, origin, owner)
 }
 
-/// The batched write path of every `submit_*` method.
-fn submit(op: Result<WriteOp, WriteError>) {
-    reply_ticket(batch::submit(op));
-}
-
 /// Runs one op now in its own transaction (the benches' unbatched write).
 #[cfg(feature = "canbench-rs")]
 fn execute_now(op: &WriteOp) -> Outcome {
@@ -94,8 +92,8 @@ fn execute_now(op: &WriteOp) -> Outcome {
 }
 
 /// An unbatched write of the users/orders workload, by a caller who may write.
-fn write_now(op: UserOrderOp) {
-    reply_outcome(batch::write_now(|| user_order_op(op)).map(outcome))
+fn write_now(op: UserOrderOp) -> Result<Outcome, WriteError> {
+    batch::write_now(|| user_order_op(op)).map(outcome)
 }
 
 fn user_order_op(op: UserOrderOp) -> Result<WriteOp, WriteError> {
@@ -134,30 +132,32 @@ fn sql_op(statements: Vec<SqlStatement>) -> Result<WriteOp, WriteError> {
 // with hand-written Candid codecs: bytes `candid` decodes as the method's types, without building
 // the reply's type table on every call. They reply with a typed result (`WriteResult`,
 // `SubmitResult`, `PackedResult`), a success as its `Ok` case alone (a Candid subtype: each
-// reply byte costs 50 instructions), an error in full. Each is exported
-// `hidden` with a manual reply (its ic-cdk signature would be `blob`), and its Candid signature is
-// declared by an interface-only function.
+// reply byte costs 50 instructions), an error in full. Each is exported `hidden`, without
+// arguments for ic-cdk and with a manual reply: it reads its argument itself, inside
+// `batch::authorized`, once its caller is admitted. Its Candid signature is declared by an
+// interface-only function.
 
 fn trap_decode(e: candid::Error) -> ! {
     ic_cdk::trap(format!("failed to decode call arguments: {e}"))
 }
 
-fn args_i64_f64(bytes: Vec<u8>) -> (i64, f64) {
-    bench_api::wire::decode_i64_f64(&bytes).unwrap_or_else(|e| trap_decode(e))
+fn args_i64_f64() -> (i64, f64) {
+    bench_api::wire::decode_i64_f64(&ic_cdk::api::msg_arg_data()).unwrap_or_else(|e| trap_decode(e))
 }
 
-fn args_i64(bytes: Vec<u8>) -> i64 {
-    bench_api::wire::decode_i64(&bytes)
+fn args_i64() -> i64 {
+    bench_api::wire::decode_i64(&ic_cdk::api::msg_arg_data())
         .unwrap_or_else(|e| trap_decode(e))
         .0
 }
 
-fn args_blob(bytes: Vec<u8>) -> Vec<u8> {
-    bench_api::wire::decode_blob(&bytes).unwrap_or_else(|e| trap_decode(e))
+fn args_blob() -> Vec<u8> {
+    bench_api::wire::decode_blob(&ic_cdk::api::msg_arg_data()).unwrap_or_else(|e| trap_decode(e))
 }
 
-fn args_text_text(bytes: Vec<u8>) -> (String, String) {
-    bench_api::wire::decode_text_text(&bytes).unwrap_or_else(|e| trap_decode(e))
+fn args_text_text() -> (String, String) {
+    bench_api::wire::decode_text_text(&ic_cdk::api::msg_arg_data())
+        .unwrap_or_else(|e| trap_decode(e))
 }
 
 /// Replies with the [`SubmitResult`].
@@ -200,108 +200,155 @@ interface! {
 
 // ---- unbatched writes: each call is its own autocommit transaction ----
 
-#[ic_cdk::update(hidden = true, manual_reply = true, decode_with = "args_text_text")]
-fn create_user(username: String, email: String) {
-    write_now(UserOrderOp::CreateUser { username, email })
+#[ic_cdk::update(hidden = true, manual_reply = true)]
+fn create_user() {
+    batch::authorized("create_user", || {
+        let (username, email) = args_text_text();
+        reply_outcome(write_now(UserOrderOp::CreateUser { username, email }))
+    })
 }
 
-#[ic_cdk::update(hidden = true, manual_reply = true, decode_with = "args_i64_f64")]
-fn create_order(user_id: i64, amount: f64) {
-    write_now(UserOrderOp::CreateOrder { user_id, amount })
+#[ic_cdk::update(hidden = true, manual_reply = true)]
+fn create_order() {
+    batch::authorized("create_order", || {
+        let (user_id, amount) = args_i64_f64();
+        reply_outcome(write_now(UserOrderOp::CreateOrder { user_id, amount }))
+    })
 }
 
-#[ic_cdk::update(hidden = true, manual_reply = true, decode_with = "args_i64_f64")]
-fn update_order_amount(order_id: i64, amount: f64) {
-    write_now(UserOrderOp::UpdateOrderAmount { order_id, amount })
+#[ic_cdk::update(hidden = true, manual_reply = true)]
+fn update_order_amount() {
+    batch::authorized("update_order_amount", || {
+        let (order_id, amount) = args_i64_f64();
+        reply_outcome(write_now(UserOrderOp::UpdateOrderAmount {
+            order_id,
+            amount,
+        }))
+    })
 }
 
-#[ic_cdk::update(hidden = true, manual_reply = true, decode_with = "args_i64")]
-fn delete_user_orders(user_id: i64) {
-    write_now(UserOrderOp::DeleteUserOrders { user_id })
+#[ic_cdk::update(hidden = true, manual_reply = true)]
+fn delete_user_orders() {
+    batch::authorized("delete_user_orders", || {
+        let user_id = args_i64();
+        reply_outcome(write_now(UserOrderOp::DeleteUserOrders { user_id }))
+    })
 }
 
-#[ic_cdk::update]
-fn execute_sql(statements: Vec<SqlStatement>) -> WriteResult {
-    batch::execute_sql(sql_op(statements)).map(outcome).into()
+batch::update! {
+    fn execute_sql(statements: Vec<SqlStatement>) -> WriteResult {
+        batch::execute_sql(sql_op(statements)).map(outcome).into()
+    }
 }
 
 // ---- batched writes: queued, flushed by size, timer or `flush` ----
 
-#[ic_cdk::update(hidden = true, manual_reply = true, decode_with = "args_text_text")]
-fn submit_create_user(username: String, email: String) {
-    submit(user_order_op(UserOrderOp::CreateUser { username, email }))
+#[ic_cdk::update(hidden = true, manual_reply = true)]
+fn submit_create_user() {
+    batch::authorized("submit_create_user", || {
+        let (username, email) = args_text_text();
+        reply_ticket(batch::submit(user_order_op(UserOrderOp::CreateUser {
+            username,
+            email,
+        })))
+    })
 }
 
-#[ic_cdk::update(hidden = true, manual_reply = true, decode_with = "args_i64_f64")]
-fn submit_create_order(user_id: i64, amount: f64) {
-    submit(user_order_op(UserOrderOp::CreateOrder { user_id, amount }))
+#[ic_cdk::update(hidden = true, manual_reply = true)]
+fn submit_create_order() {
+    batch::authorized("submit_create_order", || {
+        let (user_id, amount) = args_i64_f64();
+        reply_ticket(batch::submit(user_order_op(UserOrderOp::CreateOrder {
+            user_id,
+            amount,
+        })))
+    })
 }
 
-#[ic_cdk::update(hidden = true, manual_reply = true, decode_with = "args_i64_f64")]
-fn submit_update_order_amount(order_id: i64, amount: f64) {
-    submit(user_order_op(UserOrderOp::UpdateOrderAmount {
-        order_id,
-        amount,
-    }))
+#[ic_cdk::update(hidden = true, manual_reply = true)]
+fn submit_update_order_amount() {
+    batch::authorized("submit_update_order_amount", || {
+        let (order_id, amount) = args_i64_f64();
+        reply_ticket(batch::submit(user_order_op(
+            UserOrderOp::UpdateOrderAmount { order_id, amount },
+        )))
+    })
 }
 
-#[ic_cdk::update(hidden = true, manual_reply = true, decode_with = "args_i64")]
-fn submit_delete_user_orders(user_id: i64) {
-    submit(user_order_op(UserOrderOp::DeleteUserOrders { user_id }))
+#[ic_cdk::update(hidden = true, manual_reply = true)]
+fn submit_delete_user_orders() {
+    batch::authorized("submit_delete_user_orders", || {
+        let user_id = args_i64();
+        reply_ticket(batch::submit(user_order_op(
+            UserOrderOp::DeleteUserOrders { user_id },
+        )))
+    })
 }
 
-#[ic_cdk::update]
-fn submit_sql(statements: Vec<SqlStatement>) -> SubmitResult {
-    batch::submit_sql(sql_op(statements)).into()
+batch::update! {
+    fn submit_sql(statements: Vec<SqlStatement>) -> SubmitResult {
+        batch::submit_sql(sql_op(statements)).into()
+    }
 }
 
-/// Flushes now: everything a flush's budget reaches for a controller; for a writer, what a
-/// submit's size flush may run (see `ic_rusqlite_batch::flush`).
-#[ic_cdk::update]
-fn flush() -> FlushResult {
-    batch::flush().map(summary).into()
+batch::update! {
+    /// Flushes now: everything a flush's budget reaches for a controller; for a writer, what a
+    /// submit's size flush may run (see `ic_rusqlite_batch::flush`).
+    fn flush() -> FlushResult {
+        batch::flush().map(summary).into()
+    }
 }
 
-/// Makes the database read-only (`PRAGMA query_only`), or writable again; kept across upgrades
-/// (see `ic_rusqlite_batch::set_read_only`).
-#[ic_cdk::update]
-fn set_read_only(read_only: bool) -> AdminResult {
-    batch::set_read_only(read_only).into()
+batch::update! {
+    /// Makes the database read-only (`PRAGMA query_only`), or writable again; kept across
+    /// upgrades (see `ic_rusqlite_batch::set_read_only`).
+    fn set_read_only(read_only: bool) -> AdminResult {
+        batch::set_read_only(read_only).into()
+    }
 }
 
 // ---- client-side batch: many ops in one call, one transaction ----
 
-/// A client batch in one transaction. With a key (`opt BatchKey`, absent in calls that predate
-/// it), exactly once per caller and key: a repeat is answered `Duplicate` with the recorded
-/// outcomes (see `ic_rusqlite_batch::keyed`).
-#[ic_cdk::update]
-fn execute_batch(ops: Vec<UserOrderOp>, key: Option<bench_api::BatchKey>) -> BatchResult {
-    let Some(key) = key else {
-        return batch(|| Ok(ops)).into();
-    };
-    match batch::execute_batch_keyed(|| {
-        Ok(batch::KeyedBatch {
-            key: batch::keyed::key_of(&key)?,
-            digest: digest_of_ops(&ops),
-            ops: client_ops(ops)?,
-        })
-    }) {
-        Ok(b) if b.duplicate => BatchResult::Duplicate(b.outcomes),
-        Ok(b) => BatchResult::Ok(b.outcomes),
-        Err(e) => BatchResult::Err(e),
+batch::update! {
+    /// A client batch in one transaction. With a key (`opt BatchKey`, absent in calls that
+    /// predate it), exactly once per caller and key: a repeat is answered `Duplicate` with the
+    /// recorded outcomes (see `ic_rusqlite_batch::keyed`); the anonymous caller's keyed batch
+    /// is refused `Invalid` (`ic_rusqlite_batch::key_scope`).
+    fn execute_batch(ops: Vec<UserOrderOp>, key: Option<bench_api::BatchKey>) -> BatchResult {
+        let Some(key) = key else {
+            return batch(|| Ok(ops)).into();
+        };
+        match batch::execute_batch_keyed(|| {
+            Ok(batch::KeyedBatch {
+                key: batch::keyed::key_of(&key)?,
+                digest: digest_of_ops(&ops),
+                ops: client_ops(ops)?,
+            })
+        }) {
+            Ok(b) if b.duplicate => BatchResult::Duplicate(b.outcomes),
+            Ok(b) => BatchResult::Ok(b.outcomes),
+            Err(e) => BatchResult::Err(e),
+        }
     }
 }
 
 /// `execute_batch` with the ops and outcomes packed (`bench_api::packed`): an unkeyed request
 /// (version 1) is answered with outcomes (reply version 2), a keyed one (version 2) with the
-/// duplicate flag and outcomes (reply version 3); a refusal is `Err` with the typed error.
-#[ic_cdk::update(hidden = true, manual_reply = true, decode_with = "args_blob")]
-fn execute_batch_packed(packed: Vec<u8>) {
-    let caller = ic_cdk::api::msg_caller();
-    let reply =
-        batch::require_writer_as(&caller).and_then(|()| packed_batch(caller.as_slice(), &packed));
-    batch::keyed::ensure_prune_timer();
-    ic_cdk::api::msg_reply(bench_api::wire::encode_packed_result(reply));
+/// duplicate flag and outcomes (reply version 3); a refusal is `Err` with the typed error (the
+/// anonymous caller's keyed request: `Invalid`, see `ic_rusqlite_batch::key_scope`).
+#[ic_cdk::update(hidden = true, manual_reply = true)]
+fn execute_batch_packed() {
+    batch::authorized("execute_batch_packed", || {
+        let packed = args_blob();
+        let caller = batch::caller();
+        let reply = if packed.first() == Some(&bench_api::packed::KEYED_VERSION) {
+            batch::key_scope(&caller).and_then(|scope| packed_batch(scope, &packed))
+        } else {
+            packed_batch(caller.as_slice(), &packed)
+        };
+        batch::keyed::ensure_prune_timer();
+        ic_cdk::api::msg_reply(bench_api::wire::encode_packed_result(reply));
+    })
 }
 
 /// The packed reply to a packed request of `caller`, who may write (see
@@ -370,33 +417,36 @@ fn batch(
 
 // ---- controllers: writers ----
 
-#[ic_cdk::update]
-fn add_writers(principals: Principals) -> AdminResult {
-    batch::add_writers(principals).into()
+batch::update! {
+    fn add_writers(principals: Principals) -> AdminResult {
+        batch::add_writers(principals).into()
+    }
 }
 
-#[ic_cdk::update]
-fn remove_writers(principals: Principals) -> AdminResult {
-    batch::remove_writers(&principals).into()
+batch::update! {
+    fn remove_writers(principals: Principals) -> AdminResult {
+        batch::remove_writers(&principals).into()
+    }
 }
 
-#[ic_cdk::query]
+#[ic_cdk::query(guard = "batch::query_guard")]
 fn writers() -> Principals {
     batch::writers()
 }
 
-// ---- queries ----
+// ---- queries: each guarded (`batch::query_guard`): called as an update (replicated, paid like
+// an update), it runs only for controllers and writers ----
 
 /// The status of `ticket`, as the caller may see it: its own ops' (or, for a controller,
 /// anyone's); `NotYours` for another caller's.
-#[ic_cdk::query]
+#[ic_cdk::query(guard = "batch::query_guard")]
 fn ticket_status(ticket: Ticket) -> TicketStatus {
     status(batch::ticket_status(ticket))
 }
 
 /// The statuses of `count` tickets from `first` on (at most [`MAX_QUERY_ROWS`]), as
 /// [`ticket_status`] answers each.
-#[ic_cdk::query]
+#[ic_cdk::query(guard = "batch::query_guard")]
 fn ticket_statuses(first: Ticket, count: u32) -> Vec<TicketStatus> {
     let count = u64::from(count.min(MAX_QUERY_ROWS));
     batch::ticket_statuses(first, count)
@@ -405,12 +455,12 @@ fn ticket_statuses(first: Ticket, count: u32) -> Vec<TicketStatus> {
         .collect()
 }
 
-#[ic_cdk::query]
+#[ic_cdk::query(guard = "batch::query_guard")]
 fn stats() -> Stats {
     batch::stats()
 }
 
-#[ic_cdk::query]
+#[ic_cdk::query(guard = "batch::query_guard")]
 fn settings() -> Settings {
     batch::settings()
 }
@@ -419,7 +469,7 @@ fn query_error(e: impl std::fmt::Display) -> bench_api::QueryError {
     bench_api::QueryError::Database(e.to_string())
 }
 
-#[ic_cdk::query]
+#[ic_cdk::query(guard = "batch::query_guard")]
 fn counts() -> CountsResult {
     batch::with_connection(|conn| {
         let count = |table: &str| -> Result<u64, bench_api::QueryError> {
@@ -439,7 +489,7 @@ fn counts() -> CountsResult {
 
 /// The join of the ic-rusqlite benchmark (`users JOIN orders ... WHERE u.user_id < ? ORDER BY
 /// o.created_at DESC`), at most `limit` rows (capped at [`MAX_QUERY_ROWS`]).
-#[ic_cdk::query]
+#[ic_cdk::query(guard = "batch::query_guard")]
 fn user_orders(max_user_id: i64, limit: u32) -> UserOrdersResult {
     batch::with_connection(|conn| {
         let mut stmt = conn
@@ -466,7 +516,7 @@ fn user_orders(max_user_id: i64, limit: u32) -> UserOrdersResult {
 
 /// The orders of `user_id` with `order_id > after_order_id`, by `order_id`, at most `limit` rows
 /// (capped at [`MAX_QUERY_ROWS`]).
-#[ic_cdk::query]
+#[ic_cdk::query(guard = "batch::query_guard")]
 fn orders(user_id: i64, after_order_id: i64, limit: u32) -> OrdersResult {
     batch::with_connection(|conn| {
         let mut stmt = conn
@@ -491,7 +541,7 @@ fn orders(user_id: i64, after_order_id: i64, limit: u32) -> OrdersResult {
 
 /// The LIKE query of the ic-rusqlite benchmark (`SELECT * FROM users WHERE email LIKE
 /// '<prefix>%'`), at most `limit` rows (capped at [`MAX_QUERY_ROWS`]).
-#[ic_cdk::query]
+#[ic_cdk::query(guard = "batch::query_guard")]
 fn users_by_email_prefix(prefix: String, limit: u32) -> UsersResult {
     batch::with_connection(|conn| {
         let mut stmt = conn

@@ -1,13 +1,18 @@
 //! Who may call what: controllers, the writer principals they register, and everyone in
-//! [`WriteAccess::Open`]; and the `canister_inspect_message` policy ([`Interface::accepts`]),
-//! which refuses disallowed and oversized ingress messages, and queries called as updates,
-//! before the canister pays for them.
+//! [`WriteAccess::Open`]. Two decisions read the interface's method classes: the
+//! `canister_inspect_message` policy ([`Interface::accepts`]), which refuses disallowed and
+//! oversized ingress messages, and queries called as updates, before the canister pays for
+//! them; and the methods' own ([`admits`]), taken before a method reads its argument, for the
+//! calls inspection never sees (those of other canisters).
 
 use std::collections::BTreeSet;
 
 use candid::Principal;
 
-use crate::types::{MethodClass, WriteAccess, WriteError};
+use crate::types::{
+    AdminResult, BatchResult, FlushResult, MethodClass, SubmitResult, WriteAccess, WriteError,
+    WriteResult,
+};
 
 /// Most writer principals a controller may register (each costs a little heap and a little
 /// upgrade time).
@@ -36,20 +41,10 @@ pub const STANDARD_CONTROLLER_METHODS: &[&str] =
 pub const STANDARD_WRITE_METHOD: &str = "flush";
 
 impl Interface {
-    /// What `canister_inspect_message` decides for an ingress call of `method` with an
-    /// argument of `arg_bytes` by a caller who `is_controller` and `may_write` (each asked only
-    /// when needed: a System API call costs about 500 instructions): accept only what the
-    /// method itself would accept. The methods check again: calls from other canisters do not
-    /// pass through inspection.
-    pub fn accepts(
-        &self,
-        method: &str,
-        arg_bytes: usize,
-        is_controller: impl FnOnce() -> bool,
-        may_write: impl FnOnce() -> bool,
-    ) -> bool {
-        let class = self
-            .methods
+    /// The class of `method`: as [`Self::methods`] lists it, else the standard methods'
+    /// (when [`Self::standard_methods`]); `None` for any other name.
+    pub fn class_of(&self, method: &str) -> Option<MethodClass> {
+        self.methods
             .iter()
             .find(|(name, _)| *name == method)
             .map(|(_, class)| *class)
@@ -62,8 +57,22 @@ impl Interface {
                 } else {
                     None
                 }
-            });
-        match class {
+            })
+    }
+
+    /// What `canister_inspect_message` decides for an ingress call of `method` with an
+    /// argument of `arg_bytes` by a caller who `is_controller` and `may_write` (each asked only
+    /// when needed: a System API call costs about 500 instructions): accept only what the
+    /// method itself would accept. The methods check again: calls from other canisters do not
+    /// pass through inspection.
+    pub fn accepts(
+        &self,
+        method: &str,
+        arg_bytes: usize,
+        is_controller: impl FnOnce() -> bool,
+        may_write: impl FnOnce() -> bool,
+    ) -> bool {
+        match self.class_of(method) {
             Some(MethodClass::Controller) => is_controller(),
             Some(MethodClass::SmallWrite) if arg_bytes > self.max_small_arg_bytes => false,
             Some(MethodClass::SmallWrite | MethodClass::Write) => may_write(),
@@ -71,6 +80,81 @@ impl Interface {
         }
     }
 }
+
+/// What a method of `class` decides for its caller before it reads its argument (the calls of
+/// other canisters skip `canister_inspect_message`, so this is their only check): controller
+/// methods run for controllers; write methods for whoever may write (controllers, registered
+/// writers, everyone in [`WriteAccess::Open`]); queries for everyone, except in replicated
+/// execution (called as an update, and paid like one), where they run for whoever may write;
+/// a method of no class for no one. `replicated`, `is_controller` and `may_write` are each
+/// asked only when needed (a System API call costs 500 to 1,000 instructions).
+pub fn admits(
+    class: Option<MethodClass>,
+    replicated: impl FnOnce() -> bool,
+    is_controller: impl FnOnce() -> bool,
+    may_write: impl FnOnce() -> bool,
+) -> bool {
+    match class {
+        Some(MethodClass::Controller) => is_controller(),
+        Some(MethodClass::Write | MethodClass::SmallWrite) => may_write(),
+        Some(MethodClass::Query) => !replicated() || may_write(),
+        None => false,
+    }
+}
+
+/// The reject message of a query method called as an update (replicated execution) by a
+/// caller who may not write (queries have no typed refusal).
+pub const REPLICATED_QUERY_REFUSED: &str = "NotAuthorized: a query method called as an update \
+    (replicated, paid like an update) runs only for controllers and writers; call it as a query";
+
+/// Why the anonymous principal's keyed batches are refused (`Invalid`).
+pub const ANONYMOUS_KEYED_REFUSED: &str = "a keyed batch needs a caller of its own: every call \
+    without an identity comes from the anonymous principal, which has no key scope to \
+    deduplicate in; sign the call, or send the batch without a key";
+
+/// The reply to a call refused [`WriteError::NotAuthorized`], in Candid:
+/// `variant { Err = variant { NotAuthorized } }`. It is a subtype of every reply type whose `Err`
+/// case is a [`WriteError`] ([`Refusal`]), which decodes it as its own `Err(NotAuthorized)`.
+/// Precomputed: encoding the refusal with `candid` builds `WriteError`'s type table, about
+/// 200,000 instructions, where a refused caller must cost a few thousand.
+pub const NOT_AUTHORIZED_REPLY: &[u8] = &[
+    0x44, 0x49, 0x44, 0x4c, 0x02, 0x6b, 0x01, 0xc5, 0xfe, 0xd2, 0x01, 0x01, 0x6b, 0x01, 0xee, 0x82,
+    0xc1, 0xea, 0x07, 0x7f, 0x01, 0x00, 0x00, 0x00,
+];
+
+/// A reply type with a typed refusal: its `Err` case is a [`WriteError`], so it decodes
+/// [`NOT_AUTHORIZED_REPLY`] as `Self::refusal(WriteError::NotAuthorized)`. The methods of
+/// `update!` must reply with such a type.
+pub trait Refusal {
+    /// The reply that refuses the call with `error`.
+    fn refusal(error: WriteError) -> Self;
+}
+
+impl<T> Refusal for Result<T, WriteError> {
+    fn refusal(error: WriteError) -> Self {
+        Err(error)
+    }
+}
+
+macro_rules! refused_as_err {
+    ($($result:ty),*) => {
+        $(
+            impl Refusal for $result {
+                fn refusal(error: WriteError) -> Self {
+                    Self::Err(error)
+                }
+            }
+        )*
+    };
+}
+
+refused_as_err!(
+    WriteResult,
+    SubmitResult,
+    FlushResult,
+    AdminResult,
+    BatchResult
+);
 
 /// The registered writers.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -122,7 +206,8 @@ impl Writers {
         access: WriteAccess,
         is_controller: impl FnOnce() -> bool,
     ) -> bool {
-        access == WriteAccess::Open || is_controller() || self.contains(caller)
+        // The set first: a writer's check then makes no System API call.
+        access == WriteAccess::Open || self.contains(caller) || is_controller()
     }
 }
 
@@ -181,6 +266,74 @@ mod tests {
         assert!(!api.accepts("flush", 100, never, || false));
         assert!(!api.accepts("flush", 101, never, never));
         assert!(!api.accepts("put", 1, never, never));
+    }
+
+    #[test]
+    fn methods_admit_by_their_class_before_reading_their_argument() {
+        let never = || -> bool { panic!("not asked") };
+        let (yes, no) = (|| true, || false);
+        // Controller methods: controllers only, replicated or not.
+        let controller = API.class_of("set_read_only");
+        assert_eq!(controller, Some(MethodClass::Controller));
+        assert!(admits(controller, never, yes, never));
+        assert!(!admits(controller, never, no, never));
+        // Write methods, small or not: whoever may write (the size is inspection's business).
+        for method in ["put", "put_many", "flush"] {
+            let class = API.class_of(method);
+            assert!(admits(class, never, never, yes), "{method}");
+            assert!(!admits(class, never, never, no), "{method}");
+        }
+        // Queries: anyone as queries; as updates (replicated), whoever may write.
+        let query = API.class_of("get");
+        assert_eq!(query, Some(MethodClass::Query));
+        assert!(admits(query, no, never, never));
+        assert!(admits(query, yes, never, yes));
+        assert!(!admits(query, yes, never, no));
+        // Names of no class (internal, unknown, standard but not exported): no one.
+        for method in ["__careful_flush", "", "PUT", "add_writers"] {
+            assert_eq!(API.class_of(method), None, "{method}");
+            assert!(
+                !admits(API.class_of(method), never, never, never),
+                "{method}"
+            );
+        }
+    }
+
+    /// The precomputed refusal is what `candid` encodes for it, and every reply type with a
+    /// typed refusal decodes it as its own `Err(NotAuthorized)`.
+    #[test]
+    fn the_precomputed_refusal_is_every_write_methods_own_typed_error() {
+        #[derive(candid::CandidType)]
+        enum Reply {
+            Err(Error),
+        }
+        #[derive(candid::CandidType)]
+        enum Error {
+            NotAuthorized,
+        }
+        let encoded = candid::encode_one(Reply::Err(Error::NotAuthorized)).unwrap();
+        assert_eq!(encoded, NOT_AUTHORIZED_REPLY);
+
+        fn decodes_as_refusal<R>()
+        where
+            R: Refusal + candid::CandidType + for<'de> candid::Deserialize<'de> + PartialEq,
+            R: std::fmt::Debug,
+        {
+            let decoded: R = candid::decode_one(NOT_AUTHORIZED_REPLY).unwrap();
+            assert_eq!(decoded, R::refusal(WriteError::NotAuthorized));
+        }
+        decodes_as_refusal::<Result<u64, WriteError>>();
+        decodes_as_refusal::<Result<(), WriteError>>();
+        decodes_as_refusal::<Result<crate::types::FlushSummary, WriteError>>();
+        decodes_as_refusal::<WriteResult>();
+        decodes_as_refusal::<SubmitResult>();
+        decodes_as_refusal::<FlushResult>();
+        decodes_as_refusal::<AdminResult>();
+        decodes_as_refusal::<BatchResult>();
+        assert_eq!(
+            AdminResult::refusal(WriteError::NotAuthorized),
+            AdminResult::Err(WriteError::NotAuthorized)
+        );
     }
 
     #[test]

@@ -15,12 +15,12 @@ use candid::Principal;
 use ic_rusqlite::{ConnectionConfig, rusqlite::Connection};
 use ic_stable_structures::memory_manager::MemoryId;
 
-use crate::access::{Interface, Writers};
+use crate::access::{self, Interface, Refusal, Writers};
 use crate::keyed::{self, KeyedBatch, KeyedOutcomes};
 use crate::persist::{self, SavedState};
 use crate::settings::{CanisterSettings, Floors};
 use crate::timer;
-use crate::types::{InitArgs, Settings, Stats, WriteAccess, WriteError};
+use crate::types::{InitArgs, MethodClass, Settings, Stats, WriteAccess, WriteError};
 
 /// What a canister declares once, as a `static`, and hands to [`init`] and [`post_upgrade`].
 #[derive(Debug)]
@@ -40,7 +40,7 @@ pub struct Setup {
     pub statement_cache_capacity: usize,
     /// The smallest flush budget and queue bytes the canister accepts.
     pub floors: Floors,
-    /// The canister's update methods by class, for [`inspect_message`].
+    /// The canister's methods by class: [`inspect_message`] and [`authorized`] read it.
     pub interface: Interface,
 }
 
@@ -51,6 +51,16 @@ thread_local! {
     static SETUP: Cell<Option<&'static Setup>> = const { Cell::new(None) };
     static WRITERS: RefCell<Writers> = RefCell::new(Writers::default());
     static READ_ONLY: Cell<bool> = const { Cell::new(false) };
+    /// The caller of the method [`authorized`] is running, as it checked it (`None` outside).
+    static CHECKED: Cell<Option<Checked>> = const { Cell::new(None) };
+}
+
+/// What [`authorized`] learnt of its caller, so that the checks of the functions its method
+/// calls cost nothing more: a System API call costs 500 to 1,000 instructions.
+#[derive(Clone, Copy)]
+struct Checked {
+    caller: Principal,
+    controller: Option<bool>,
 }
 
 /// `ic0.performance_counter(0)`: instructions used so far by this message.
@@ -174,7 +184,8 @@ pub fn post_upgrade(setup: &'static Setup, args: Option<InitArgs>) {
 }
 
 /// Call from `#[inspect_message]`: accepts the ingress message only if its method would
-/// accept it (see [`Interface::accepts`]); refused messages cost the canister nothing.
+/// accept it (see [`Interface::accepts`]; a query called as an update is refused whoever
+/// sends it); refused messages cost the canister nothing.
 pub fn inspect_message() {
     let method = ic_cdk::api::msg_method_name();
     let arg_bytes = ic_cdk::api::msg_arg_data().len();
@@ -197,6 +208,115 @@ pub fn inspect_message() {
 
 // ---------------------------------------------------------------- access
 
+/// Runs `body`, the work of update method `method` (a name of the [`Setup`]'s
+/// [`Interface`]), if the caller may call it (its class, see [`access::admits`]); `body`
+/// reads the argument ([`arguments`], or a codec of the canister's own) and replies. A caller
+/// who may not call the method is answered [`access::NOT_AUTHORIZED_REPLY`], which the
+/// method's reply type reads as its own `Err(NotAuthorized)` (it must have one:
+/// [`access::Refusal`]), without its argument being read: a few thousand instructions,
+/// whatever its size. This is the only check of the calls of other canisters, which
+/// `canister_inspect_message` never sees. A name the interface does not list is refused to
+/// everyone. Inside `body`, the checks of this crate's functions (`submit`, `flush`, ...)
+/// reuse this one's System API calls.
+pub fn authorized(method: &str, body: impl FnOnce()) {
+    let caller = ic_cdk::api::msg_caller();
+    let outer = CHECKED.replace(Some(Checked {
+        caller,
+        controller: None,
+    }));
+    let class = setup().interface.class_of(method);
+    let admitted = access::admits(
+        class,
+        ic_cdk::api::in_replicated_execution,
+        || is_controller(&caller),
+        || may_write(&caller),
+    );
+    if admitted {
+        body();
+    } else {
+        if class.is_none() {
+            ic_cdk::println!(
+                "ic-rusqlite-batch: `{method}` is not a method of the Setup's interface"
+            );
+        }
+        ic_cdk::api::msg_reply(access::NOT_AUTHORIZED_REPLY);
+    }
+    CHECKED.set(outer);
+}
+
+/// The guard of every query method: `#[ic_cdk::query(guard = "ic_rusqlite_batch::query_guard")]`
+/// (ic-cdk runs it before it decodes the argument). A query runs for everyone; called as an
+/// update (replicated execution, which the canister pays like an update, from ingress that
+/// `canister_inspect_message` let through or from another canister, which it never sees) it
+/// runs only for whoever may write (controllers, registered writers, everyone in
+/// [`WriteAccess::Open`]), so that an application canister registered as a writer can read
+/// through inter-canister calls; anyone else's call is rejected with
+/// [`access::REPLICATED_QUERY_REFUSED`] (queries have no typed refusal), for a few thousand
+/// instructions. Costs 500 instructions in a query.
+pub fn query_guard() -> Result<(), String> {
+    let admitted = access::admits(
+        Some(MethodClass::Query),
+        ic_cdk::api::in_replicated_execution,
+        || false,
+        || may_write(&ic_cdk::api::msg_caller()),
+    );
+    if admitted {
+        Ok(())
+    } else {
+        Err(access::REPLICATED_QUERY_REFUSED.to_owned())
+    }
+}
+
+/// The arguments of the running method, decoded as `A` (a tuple) as ic-cdk decodes them;
+/// traps on arguments of another type. Call it inside [`authorized`]'s body.
+pub fn arguments<A: for<'a> candid::utils::ArgumentDecoder<'a>>() -> A {
+    let bytes = ic_cdk::api::msg_arg_data();
+    let bytes: &[u8] = if bytes.is_empty() {
+        b"DIDL\x00\x00"
+    } else {
+        &bytes
+    };
+    let mut config = candid::DecoderConfig::new();
+    config.set_skipping_quota(10_000);
+    candid::utils::decode_args_with_config(bytes, &config)
+        .unwrap_or_else(|e| ic_cdk::trap(format!("failed to decode call arguments: {e}")))
+}
+
+/// Replies with `value`, Candid-encoded (a method exported with `manual_reply`), of a type
+/// with a typed refusal (as [`authorized`] answers it).
+pub fn reply<T: candid::CandidType + Refusal>(value: &T) {
+    let bytes = candid::encode_one(value)
+        .unwrap_or_else(|e| ic_cdk::trap(format!("failed to encode the reply: {e}")));
+    ic_cdk::api::msg_reply(bytes);
+}
+
+/// The caller of this message (read once inside [`authorized`]).
+pub fn caller() -> Principal {
+    CHECKED
+        .get()
+        .map_or_else(ic_cdk::api::msg_caller, |checked| checked.caller)
+}
+
+/// Whether `caller` is a controller, asked once per [`authorized`] method.
+fn is_controller(caller: &Principal) -> bool {
+    match CHECKED.get() {
+        Some(checked) if checked.caller == *caller => checked.controller.unwrap_or_else(|| {
+            let controller = ic_cdk::api::is_controller(caller);
+            CHECKED.set(Some(Checked {
+                controller: Some(controller),
+                ..checked
+            }));
+            controller
+        }),
+        _ => ic_cdk::api::is_controller(caller),
+    }
+}
+
+fn may_write(caller: &Principal) -> bool {
+    let access = write_access();
+    WRITERS.with_borrow(|w| w.may_write(caller, access, || is_controller(caller)))
+}
+
 /// Who may write now.
 pub fn write_access() -> WriteAccess {
     SETTINGS.with_borrow(|s| s.write_access)
@@ -204,8 +324,7 @@ pub fn write_access() -> WriteAccess {
 
 /// `caller` may write, or [`WriteError::NotAuthorized`].
 pub fn require_writer_as(caller: &Principal) -> Result<(), WriteError> {
-    let access = write_access();
-    if WRITERS.with_borrow(|w| w.may_write(caller, access, || ic_cdk::api::is_controller(caller))) {
+    if may_write(caller) {
         Ok(())
     } else {
         Err(WriteError::NotAuthorized)
@@ -214,12 +333,12 @@ pub fn require_writer_as(caller: &Principal) -> Result<(), WriteError> {
 
 /// The caller may write, or [`WriteError::NotAuthorized`].
 pub fn require_writer() -> Result<(), WriteError> {
-    require_writer_as(&ic_cdk::api::msg_caller())
+    require_writer_as(&caller())
 }
 
 /// Whether the caller is a controller.
 pub fn caller_is_controller() -> bool {
-    ic_cdk::api::is_controller(&ic_cdk::api::msg_caller())
+    is_controller(&caller())
 }
 
 /// The caller is a controller, or [`WriteError::NotAuthorized`].
@@ -358,7 +477,7 @@ pub fn enqueue(op: WriteOp, origin: Origin, owner: Owner) -> Result<Ticket, Writ
 /// timer will flush it. Answers the op's ticket; ask [`ticket_status`] with it.
 pub fn submit(op: Result<WriteOp, WriteError>) -> Result<Ticket, WriteError> {
     // The caller is read once (each System API call costs about 500 instructions).
-    let caller = ic_cdk::api::msg_caller();
+    let caller = caller();
     let submitted = require_writer_as(&caller)
         .and(op)
         .and_then(|op| enqueue(op, Origin::Typed, Owner::of(caller.as_slice())));
@@ -456,27 +575,43 @@ pub fn run_batch(ops: &[WriteOp]) -> Result<Vec<OpOutcome>, WriteError> {
         .map_err(|e| WriteError::Database(e.to_string()))
 }
 
-/// An exactly-once client batch: checks that the caller may write, then builds the request
-/// (the key, the canister's digest of the ops as the client sent them, the ops) and runs it
-/// under the caller's key ([`keyed::run`]): a new key runs the ops in one transaction that
-/// also records the key, the digest and the outcomes; a repeated key with the same digest
-/// answers the recorded outcomes and runs nothing. Arms the timer that prunes expired keys.
-/// Refusals (window, reused key, full store) are typed [`WriteError`]s; nothing runs then.
+/// An exactly-once client batch: checks that the caller may write and has a key scope of its
+/// own ([`key_scope`]), then builds the request (the key, the canister's digest of the ops as
+/// the client sent them, the ops) and runs it under the caller's key ([`keyed::run`]): a new
+/// key runs the ops in one transaction that also records the key, the digest and the
+/// outcomes; a repeated key with the same digest answers the recorded outcomes and runs
+/// nothing. Arms the timer that prunes expired keys. Refusals (the anonymous caller, window,
+/// reused key, full store) are typed [`WriteError`]s; nothing runs then.
 pub fn execute_batch_keyed(
     request: impl FnOnce() -> Result<KeyedBatch, WriteError>,
 ) -> Result<KeyedOutcomes, WriteError> {
-    let caller = ic_cdk::api::msg_caller();
+    let caller = caller();
     let result = require_writer_as(&caller)
-        .and_then(|()| keyed::run(caller.as_slice(), &request()?, ic_cdk::api::time()));
+        .and_then(|()| key_scope(&caller))
+        .and_then(|scope| keyed::run(scope, &request()?, ic_cdk::api::time()));
     keyed::ensure_prune_timer();
     result
+}
+
+/// The scope of `caller`'s batch keys (keys are deduplicated per caller): its principal. The
+/// anonymous principal is everyone who calls without an identity, so its keys could not tell
+/// one client's batches from another's: it is refused, `Invalid` with
+/// [`access::ANONYMOUS_KEYED_REFUSED`], before anything is decoded or run.
+pub fn key_scope(caller: &Principal) -> Result<&[u8], WriteError> {
+    if *caller == Principal::anonymous() {
+        Err(WriteError::Invalid(
+            access::ANONYMOUS_KEYED_REFUSED.to_owned(),
+        ))
+    } else {
+        Ok(caller.as_slice())
+    }
 }
 
 // ---------------------------------------------------------------- queries
 
 /// The queue's owner of the caller's ops.
 pub fn caller_owner() -> Owner {
-    Owner::of(ic_cdk::api::msg_caller().as_slice())
+    Owner::of(caller().as_slice())
 }
 
 /// Whose statuses the caller sees: `None` for a controller (everyone's), else its own.

@@ -16,7 +16,7 @@ pub mod timer;
 #[cfg(target_arch = "wasm32")]
 pub use canister::*;
 
-pub use access::Interface;
+pub use access::{Interface, Refusal};
 pub use batch_core;
 pub use batch_core::{OpOutcome, OpStatus, Owner, SqlValue, Statement, WriteOp};
 #[cfg(target_arch = "wasm32")]
@@ -28,13 +28,66 @@ pub use types::{
     TicketStatus, WriteAccess, WriteError, WriteResult,
 };
 
+/// Defines update methods whose caller is checked before their argument is read: the same
+/// functions as under `#[ic_cdk::update]` (one or more per invocation), whose reply types
+/// have a typed refusal ([`Refusal`]: `Result<_, WriteError>`, `WriteResult`, `SubmitResult`,
+/// ...).
+///
+/// ```rust,ignore
+/// ic_rusqlite_batch::update! {
+///     /// Queues a note.
+///     fn add_note(text: String) -> Result<Ticket, WriteError> {
+///         ic_rusqlite_batch::submit(note_op(text))
+///     }
+/// }
+/// ```
+///
+/// Each method runs through [`authorized`] with its name: a caller its class (in the
+/// [`Setup`]'s [`Interface`]) does not admit is answered `Err(NotAuthorized)` before the
+/// argument is decoded, for a few thousand instructions whatever its size; an admitted call
+/// decodes the argument ([`arguments`]), runs the body and replies ([`reply`]: the reply type
+/// must have a typed refusal, [`Refusal`], which the compiler checks). The Candid
+/// signature is declared for `ic_cdk::export_candid!` as `#[ic_cdk::update]` would (in a module
+/// of the method's name), so the argument and reply types must be named by paths that resolve
+/// where `export_candid!` is called (the crate root). No `async` bodies. The canister depends
+/// on `ic-cdk` and `candid` itself (the expansion names them).
+#[cfg(target_arch = "wasm32")]
+#[macro_export]
+macro_rules! update {
+    ($($(#[$meta:meta])* fn $name:ident($($arg:ident : $ty:ty),* $(,)?) -> $ret:ty $body:block)*) => {
+        $(
+            $(#[$meta])*
+            #[::ic_cdk::update(hidden = true, manual_reply = true)]
+            fn $name() {
+                fn __method_body($($arg: $ty),*) -> $ret $body
+                $crate::authorized(::core::stringify!($name), || {
+                    let ($($arg,)*): ($($ty,)*) = $crate::arguments();
+                    $crate::reply(&__method_body($($arg),*));
+                });
+            }
+            /// The method's Candid signature, for `ic_cdk::export_candid!`.
+            mod $name {
+                #[allow(unused_imports)]
+                use super::*;
+                #[::candid::candid_method(update)]
+                #[allow(dead_code, unused_variables, clippy::too_many_arguments)]
+                fn $name($($arg: $ty),*) -> $ret {
+                    ::core::unreachable!("interface only")
+                }
+            }
+        )*
+    };
+}
+
 /// Defines a batched canister's lifecycle hooks and its standard methods, all thin calls into
 /// this crate with `$setup` (a `static` [`Setup`]): `init`, `pre_upgrade`, `post_upgrade` and
 /// `inspect_message`; the updates `flush` (writers), `add_writers`, `remove_writers` and
-/// `set_read_only` (controllers); the queries `ticket_status`, `ticket_statuses` (at most 1,000),
-/// `stats`, `settings` and `writers`. Each update answers `Result<_, WriteError>`. Set
-/// [`Interface::standard_methods`] so that `inspect_message` classes them. The canister
-/// depends on `ic-cdk` and `candid` itself (ic-cdk's macros name them).
+/// `set_read_only` (controllers), each through [`update!`] (the caller is checked before the
+/// argument is read); the queries `ticket_status`, `ticket_statuses` (at most 1,000), `stats`,
+/// `settings` and `writers`, guarded by [`query_guard`]. Each update answers
+/// `Result<_, WriteError>`. Set [`Interface::standard_methods`] so that `inspect_message` and
+/// the updates class them. The canister depends on `ic-cdk` and `candid` itself (ic-cdk's
+/// macros name them).
 #[cfg(target_arch = "wasm32")]
 #[macro_export]
 macro_rules! canister_methods {
@@ -62,27 +115,28 @@ macro_rules! canister_methods {
         fn inspect_message() {
             $crate::inspect_message()
         }
-        #[::ic_cdk::update]
-        fn flush() -> Result<__BatchFlushSummary, __BatchWriteError> {
-            $crate::flush().map($crate::types::summary)
+        $crate::update! {
+            fn flush() -> Result<__BatchFlushSummary, __BatchWriteError> {
+                $crate::flush().map($crate::types::summary)
+            }
+            fn add_writers(writers: Vec<::candid::Principal>) -> Result<(), __BatchWriteError> {
+                $crate::add_writers(writers)
+            }
+            fn remove_writers(writers: Vec<::candid::Principal>) -> Result<(), __BatchWriteError> {
+                $crate::remove_writers(&writers)
+            }
+            fn set_read_only(read_only: bool) -> Result<(), __BatchWriteError> {
+                $crate::set_read_only(read_only)
+            }
         }
-        #[::ic_cdk::update]
-        fn add_writers(writers: Vec<::candid::Principal>) -> Result<(), __BatchWriteError> {
-            $crate::add_writers(writers)
+        fn __batch_query_guard() -> Result<(), String> {
+            $crate::query_guard()
         }
-        #[::ic_cdk::update]
-        fn remove_writers(writers: Vec<::candid::Principal>) -> Result<(), __BatchWriteError> {
-            $crate::remove_writers(&writers)
-        }
-        #[::ic_cdk::update]
-        fn set_read_only(read_only: bool) -> Result<(), __BatchWriteError> {
-            $crate::set_read_only(read_only)
-        }
-        #[::ic_cdk::query]
+        #[::ic_cdk::query(guard = "__batch_query_guard")]
         fn ticket_status(ticket: __BatchTicket) -> __BatchTicketStatus {
             $crate::types::status($crate::ticket_status(ticket))
         }
-        #[::ic_cdk::query]
+        #[::ic_cdk::query(guard = "__batch_query_guard")]
         fn ticket_statuses(first: __BatchTicket, count: u32) -> Vec<__BatchTicketStatus> {
             let count = u64::from(count.min(1_000));
             $crate::ticket_statuses(first, count)
@@ -90,15 +144,15 @@ macro_rules! canister_methods {
                 .map($crate::types::status)
                 .collect()
         }
-        #[::ic_cdk::query]
+        #[::ic_cdk::query(guard = "__batch_query_guard")]
         fn stats() -> __BatchStats {
             $crate::stats()
         }
-        #[::ic_cdk::query]
+        #[::ic_cdk::query(guard = "__batch_query_guard")]
         fn settings() -> __BatchSettings {
             $crate::settings()
         }
-        #[::ic_cdk::query]
+        #[::ic_cdk::query(guard = "__batch_query_guard")]
         fn writers() -> Vec<::candid::Principal> {
             $crate::writers()
         }

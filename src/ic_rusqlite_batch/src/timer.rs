@@ -576,12 +576,17 @@ fn probe() -> Result<(), WriteError> {
 }
 
 /// The careful flush: at most `limit` ops, in a message of its own. Only the canister itself
-/// may call it (an update hidden from the Candid interface, exported by this crate).
-#[ic_cdk::update(hidden = true, name = "__careful_flush")]
-fn careful_flush(limit: u64) -> Result<FlushSummary, WriteError> {
+/// may call it (an update hidden from the Candid interface, exported by this crate): anyone
+/// else is answered `Err(NotAuthorized)` before the argument is read.
+#[ic_cdk::update(hidden = true, name = "__careful_flush", manual_reply = true)]
+fn careful_flush() {
+    if ic_cdk::api::msg_caller() != ic_cdk::api::canister_self() {
+        return ic_cdk::api::msg_reply(crate::access::NOT_AUTHORIZED_REPLY);
+    }
+    let (limit,): (u64,) = crate::arguments();
     let summary = careful_flush_now(limit);
     ensure();
-    summary
+    crate::reply(&summary);
 }
 
 fn careful_flush_now(limit: u64) -> Result<FlushSummary, WriteError> {
