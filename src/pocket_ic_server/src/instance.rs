@@ -27,8 +27,11 @@ use pocket_ic::common::rest::{
 use sha2::{Digest, Sha256};
 
 use crate::error::ServerError;
+use crate::management;
 use crate::reject;
 use crate::topology::{self, Subnet};
+
+mod canister_manager;
 
 /// PocketIC's initial time: the IC's genesis, 2021-05-06 19:17:10 UTC.
 pub const GENESIS_NS: u64 = 1_620_328_630_000_000_000;
@@ -589,14 +592,13 @@ impl Instance {
             m.payload.clone(),
             m.effective.clone(),
         );
-        if method == "stop_canister" {
-            return self.stop_canister(id, sender, &payload);
+        match management::check_ingress_method(&method) {
+            Ok(method) => self.execute_management(id, sender, method, &payload, &effective),
+            Err(r) => {
+                self.set_result(id, Err(r));
+                Ok(())
+            }
         }
-        let result = self.call_management(sender, &method, &payload, &effective)?;
-        if let Some(m) = self.messages.get_mut(id) {
-            m.result = Some(result);
-        }
-        Ok(())
     }
 
     /// Submits an ingress message: checks it as the IC's ingress filter would (the canister
@@ -611,7 +613,7 @@ impl Instance {
         let sender = principal(&call.sender, ENDPOINT, "sender")?;
         let canister = principal(&call.canister_id, ENDPOINT, "canister_id")?;
         let check = if canister == Principal::management_canister() {
-            crate::management::check_ingress_method(&call.method)
+            management::check_ingress_method(&call.method).map(drop)
         } else {
             self.callable(&canister, true)
         };
@@ -718,9 +720,9 @@ impl Instance {
         let sender = principal(&call.sender, ENDPOINT, "sender")?;
         let canister = principal(&call.canister_id, ENDPOINT, "canister_id")?;
         if canister == Principal::management_canister() {
-            return Ok(RawCanisterResult::Err(
-                crate::management::unsupported_query(&call.method),
-            ));
+            return Ok(RawCanisterResult::Err(management::unsupported_query(
+                &call.method,
+            )));
         }
         if let Err(r) = self.callable(&canister, false) {
             return Ok(RawCanisterResult::Err(r));
