@@ -9,8 +9,9 @@ use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 
 use axum::body::Bytes;
-use axum::extract::{Path, State};
+use axum::extract::{FromRequestParts, Path, RawPathParams, State};
 use axum::http::StatusCode;
+use axum::http::request::Parts;
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Extension, Router};
@@ -23,12 +24,162 @@ use pocket_ic::common::rest::{
 use crate::error::ServerError;
 use crate::faults::{BlockInterval, CanisterHook, DelayReplies, DropReplies};
 use crate::http_interface::InstanceHttp;
-use crate::http_interface::handlers::{self, CallVersion};
-use crate::routes::{AppState, json, parse, respond};
+use crate::http_interface::handlers::{self, CallVersion, ReadStateScope};
+use crate::response::{error, json, parse, respond};
+use crate::state::AppState;
+
+/// An endpoint of the IC HTTP interface.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Endpoint {
+    /// `GET .../status`.
+    Status,
+    /// `POST .../canister/<ecid>/call`.
+    Call(CallVersion),
+    /// `POST .../canister/<ecid>/query`.
+    Query,
+    /// `POST .../{canister,subnet}/<id>/read_state`.
+    ReadState(ReadStateScope),
+}
+
+/// The IC HTTP interface's routes (the replica's `rs/http_endpoints/public` router), relative
+/// to where they are mounted: at the root, per instance under `/instances/{id}`, and at the
+/// root of each HTTP gateway.
+const IC_HTTP_ROUTES: [(&str, Endpoint); 10] = [
+    ("/api/v2/status", Endpoint::Status),
+    (
+        "/api/v2/canister/{ecid}/call",
+        Endpoint::Call(CallVersion::V2),
+    ),
+    (
+        "/api/v3/canister/{ecid}/call",
+        Endpoint::Call(CallVersion::Sync),
+    ),
+    (
+        "/api/v4/canister/{ecid}/call",
+        Endpoint::Call(CallVersion::Sync),
+    ),
+    ("/api/v2/canister/{ecid}/query", Endpoint::Query),
+    ("/api/v3/canister/{ecid}/query", Endpoint::Query),
+    (
+        "/api/v2/canister/{ecid}/read_state",
+        Endpoint::ReadState(ReadStateScope::Canister),
+    ),
+    (
+        "/api/v3/canister/{ecid}/read_state",
+        Endpoint::ReadState(ReadStateScope::Canister),
+    ),
+    (
+        "/api/v2/subnet/{sid}/read_state",
+        Endpoint::ReadState(ReadStateScope::Subnet),
+    ),
+    (
+        "/api/v3/subnet/{sid}/read_state",
+        Endpoint::ReadState(ReadStateScope::Subnet),
+    ),
+];
+
+impl Endpoint {
+    /// Answers a request to this endpoint; `id` is the canister or subnet id of its path.
+    async fn serve(self, http: Arc<InstanceHttp>, id: &str, body: Bytes) -> Response {
+        match self {
+            Endpoint::Status => handlers::status(http).await,
+            Endpoint::Call(version) => handlers::call(http, id, version, body).await,
+            Endpoint::Query => handlers::query(http, id, body).await,
+            Endpoint::ReadState(scope) => handlers::read_state(http, scope, id, body).await,
+        }
+    }
+}
+
+/// [`IC_HTTP_ROUTES`] as a router.
+fn ic_http_routes() -> Router<AppState> {
+    IC_HTTP_ROUTES
+        .into_iter()
+        .fold(Router::new(), |router, (path, endpoint)| {
+            let serve = move |state: State<AppState>, target: Target, body: Bytes| {
+                serve(endpoint, state, target, body)
+            };
+            let method = match endpoint {
+                Endpoint::Status => get(serve),
+                _ => post(serve),
+            };
+            router.route(path, method)
+        })
+}
+
+/// A request to `endpoint` of the instance `target` names.
+async fn serve(
+    endpoint: Endpoint,
+    State(state): State<AppState>,
+    target: Target,
+    body: Bytes,
+) -> Response {
+    match target.http(&state) {
+        Ok(h) => endpoint.serve(h, &target.param, body).await,
+        Err(r) => *r,
+    }
+}
 
 /// The instance a root `/api/...` serves: `None` for the server's replica instance.
 #[derive(Debug, Clone, Copy)]
 pub struct Bound(pub Option<usize>);
+
+/// Whom a request to the IC HTTP interface or a test hook is for: the instance its path names
+/// (`/instances/{id}/...`, `/test_hooks/instances/{id}/...`), else the one its listener is
+/// [`Bound`] to, else the replica instance; and the other segment its path captures (the
+/// canister or subnet id, the hook's name), empty if none.
+#[derive(Debug)]
+pub struct Target {
+    instance: Option<usize>,
+    param: String,
+}
+
+impl FromRequestParts<AppState> for Target {
+    type Rejection = Response;
+
+    async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, Response> {
+        let (named, count) = {
+            let params = RawPathParams::from_request_parts(parts, state)
+                .await
+                .map_err(IntoResponse::into_response)?;
+            let named = params.iter().any(|(name, _)| name == "id");
+            (named, params.iter().count())
+        };
+        let bound = parts.extensions.get::<Bound>().and_then(|b| b.0);
+        let (instance, param) = match (named, count) {
+            (false, 0) => (bound, String::new()),
+            (false, _) => {
+                let Path((param,)) = Path::<(String,)>::from_request_parts(parts, state)
+                    .await
+                    .map_err(IntoResponse::into_response)?;
+                (bound, param)
+            }
+            (true, 1) => {
+                let Path(id) = Path::<usize>::from_request_parts(parts, state)
+                    .await
+                    .map_err(IntoResponse::into_response)?;
+                (Some(id), String::new())
+            }
+            (true, _) => {
+                let Path((id, param)) = Path::<(usize, String)>::from_request_parts(parts, state)
+                    .await
+                    .map_err(IntoResponse::into_response)?;
+                (Some(id), param)
+            }
+        };
+        Ok(Target { instance, param })
+    }
+}
+
+impl Target {
+    /// The HTTP interface's side of the instance (created on first use), or the response
+    /// saying why there is none.
+    fn http(&self, state: &AppState) -> Result<Arc<InstanceHttp>, Box<Response>> {
+        let Some(id) = self.instance.or_else(|| state.replica_instance()) else {
+            return Err(Box::new(no_replica()));
+        };
+        state.http(id).map_err(|e| Box::new(error(&e)))
+    }
+}
 
 fn no_replica() -> Response {
     (
@@ -41,181 +192,36 @@ fn no_replica() -> Response {
         .into_response()
 }
 
-fn http_of(state: &AppState, id: Option<usize>) -> Result<Arc<InstanceHttp>, Box<Response>> {
-    let id = match id.or_else(|| state.replica_instance()) {
-        Some(id) => id,
-        None => return Err(Box::new(no_replica())),
-    };
-    state
-        .http(id)
-        .map_err(|e| Box::new(crate::routes::error(&e)))
-}
-
-macro_rules! both {
-    ($inst:ident, $root:ident, $handler:expr, ($($p:ident),*)) => {
-        async fn $inst(
-            State(state): State<AppState>,
-            Path((id, $($p),*)): Path<(usize, $(both!(@ty $p)),*)>,
-            body: Bytes,
-        ) -> Response {
-            match http_of(&state, Some(id)) {
-                Ok(h) => $handler(h, $($p),*, body).await,
-                Err(r) => *r,
-            }
-        }
-        async fn $root(
-            State(state): State<AppState>,
-            Extension(Bound(bound)): Extension<Bound>,
-            Path(($($p),*,)): Path<($(both!(@ty $p)),*,)>,
-            body: Bytes,
-        ) -> Response {
-            match http_of(&state, bound) {
-                Ok(h) => $handler(h, $($p),*, body).await,
-                Err(r) => *r,
-            }
-        }
-    };
-    (@ty $p:ident) => { String };
-}
-
-async fn do_call_v2(h: Arc<InstanceHttp>, ecid: String, body: Bytes) -> Response {
-    handlers::call(h, &ecid, CallVersion::V2, body).await
-}
-async fn do_call_sync(h: Arc<InstanceHttp>, ecid: String, body: Bytes) -> Response {
-    handlers::call(h, &ecid, CallVersion::Sync, body).await
-}
-async fn do_query(h: Arc<InstanceHttp>, ecid: String, body: Bytes) -> Response {
-    handlers::query(h, &ecid, body).await
-}
-async fn do_read_canister(h: Arc<InstanceHttp>, ecid: String, body: Bytes) -> Response {
-    handlers::read_state_canister(h, &ecid, body).await
-}
-async fn do_read_subnet(h: Arc<InstanceHttp>, sid: String, body: Bytes) -> Response {
-    handlers::read_state_subnet(h, &sid, body).await
-}
-
-both!(inst_call_v2, root_call_v2, do_call_v2, (ecid));
-both!(inst_call_sync, root_call_sync, do_call_sync, (ecid));
-both!(inst_query, root_query, do_query, (ecid));
-both!(
-    inst_read_canister,
-    root_read_canister,
-    do_read_canister,
-    (ecid)
-);
-both!(inst_read_subnet, root_read_subnet, do_read_subnet, (sid));
-
-async fn inst_status(State(state): State<AppState>, Path(id): Path<usize>) -> Response {
-    match http_of(&state, Some(id)) {
-        Ok(h) => handlers::status(h).await,
-        Err(r) => *r,
-    }
-}
-
-async fn root_status(
-    State(state): State<AppState>,
-    Extension(Bound(bound)): Extension<Bound>,
-) -> Response {
-    match http_of(&state, bound) {
-        Ok(h) => handlers::status(h).await,
-        Err(r) => *r,
-    }
-}
-
-/// The root `/api/...` routes.
+/// The routes a listener serves at its root: the IC HTTP interface and the test hooks.
 fn root_routes() -> Router<AppState> {
-    Router::new()
-        .route("/api/v2/status", get(root_status))
-        .route("/api/v2/canister/{ecid}/call", post(root_call_v2))
-        .route("/api/v3/canister/{ecid}/call", post(root_call_sync))
-        .route("/api/v4/canister/{ecid}/call", post(root_call_sync))
-        .route("/api/v2/canister/{ecid}/query", post(root_query))
-        .route("/api/v3/canister/{ecid}/query", post(root_query))
-        .route(
-            "/api/v2/canister/{ecid}/read_state",
-            post(root_read_canister),
-        )
-        .route(
-            "/api/v3/canister/{ecid}/read_state",
-            post(root_read_canister),
-        )
-        .route("/api/v2/subnet/{sid}/read_state", post(root_read_subnet))
-        .route("/api/v3/subnet/{sid}/read_state", post(root_read_subnet))
-        .route("/test_hooks/{hook}", post(root_hook))
+    ic_http_routes().route("/test_hooks/{hook}", post(hook))
 }
 
 /// Every route of the IC HTTP interface and the test hooks, for the main server: per
 /// instance, and at the root for the replica instance.
 pub fn api_routes() -> Router<AppState> {
     Router::new()
-        .route("/instances/{id}/api/v2/status", get(inst_status))
-        .route(
-            "/instances/{id}/api/v2/canister/{ecid}/call",
-            post(inst_call_v2),
-        )
-        .route(
-            "/instances/{id}/api/v3/canister/{ecid}/call",
-            post(inst_call_sync),
-        )
-        .route(
-            "/instances/{id}/api/v4/canister/{ecid}/call",
-            post(inst_call_sync),
-        )
-        .route(
-            "/instances/{id}/api/v2/canister/{ecid}/query",
-            post(inst_query),
-        )
-        .route(
-            "/instances/{id}/api/v3/canister/{ecid}/query",
-            post(inst_query),
-        )
-        .route(
-            "/instances/{id}/api/v2/canister/{ecid}/read_state",
-            post(inst_read_canister),
-        )
-        .route(
-            "/instances/{id}/api/v3/canister/{ecid}/read_state",
-            post(inst_read_canister),
-        )
-        .route(
-            "/instances/{id}/api/v2/subnet/{sid}/read_state",
-            post(inst_read_subnet),
-        )
-        .route(
-            "/instances/{id}/api/v3/subnet/{sid}/read_state",
-            post(inst_read_subnet),
-        )
-        .route("/test_hooks/instances/{id}/{hook}", post(inst_hook))
-        .merge(root_routes().layer(Extension(Bound(None))))
+        .nest("/instances/{id}", ic_http_routes())
+        .route("/test_hooks/instances/{id}/{hook}", post(hook))
+        .merge(root_routes())
 }
 
-async fn inst_hook(
-    State(state): State<AppState>,
-    Path((id, hook)): Path<(usize, String)>,
-    body: Bytes,
-) -> Response {
-    run_hook(&state, Some(id), &hook, &body).await
+/// `POST /test_hooks/...`: a fault-injection hook ([`crate::faults`]).
+async fn hook(State(state): State<AppState>, target: Target, body: Bytes) -> Response {
+    run_hook(&state, &target, &body).await
 }
 
-async fn root_hook(
-    State(state): State<AppState>,
-    Extension(Bound(bound)): Extension<Bound>,
-    Path(hook): Path<String>,
-    body: Bytes,
-) -> Response {
-    run_hook(&state, bound, &hook, &body).await
-}
-
-async fn run_hook(state: &AppState, id: Option<usize>, hook: &str, body: &[u8]) -> Response {
+async fn run_hook(state: &AppState, target: &Target, body: &[u8]) -> Response {
+    let hook = target.param.as_str();
     if !state.test_hooks.load(Ordering::SeqCst) {
-        return crate::routes::error(&ServerError::UnsupportedEndpoint {
+        return error(&ServerError::UnsupportedEndpoint {
             method: "POST".into(),
             path: format!(
                 "/test_hooks/{hook} (the test hooks are off: start the server with --test-hooks)"
             ),
         });
     }
-    let h = match http_of(state, id) {
+    let h = match target.http(state) {
         Ok(h) => h,
         Err(r) => return *r,
     };
@@ -264,7 +270,7 @@ async fn run_hook(state: &AppState, id: Option<usize>, hook: &str, body: &[u8]) 
             };
             respond(r.map(|()| ok))
         }
-        other => crate::routes::error(&ServerError::UnsupportedEndpoint {
+        other => error(&ServerError::UnsupportedEndpoint {
             method: "POST".into(),
             path: format!("/test_hooks/{other}"),
         }),
@@ -321,7 +327,7 @@ fn gateways() -> &'static Mutex<Gateways> {
 /// PocketIC's HTTP gateway does for agents. Canister HTTP requests (`http_request`) are not
 /// served; neither is HTTPS or a gateway in front of another replica.
 pub async fn create(State(state): State<AppState>, body: Bytes) -> Response {
-    let error = |message: String| {
+    let refuse = |message: String| {
         json(
             StatusCode::BAD_REQUEST,
             &CreateHttpGatewayResponse::Error { message },
@@ -329,20 +335,20 @@ pub async fn create(State(state): State<AppState>, body: Bytes) -> Response {
     };
     let config: HttpGatewayConfig = match parse("http_gateway", &body) {
         Ok(c) => c,
-        Err(e) => return error(e.to_string()),
+        Err(e) => return refuse(e.to_string()),
     };
     let HttpGatewayBackend::PocketIcInstance(id) = config.forward_to else {
-        return error(format!(
+        return refuse(format!(
             "{} serves HTTP gateways only in front of its own instances",
             crate::SERVER_NAME
         ));
     };
     if config.https_config.is_some() {
-        return error(format!("{} has no HTTPS gateway", crate::SERVER_NAME));
+        return refuse(format!("{} has no HTTPS gateway", crate::SERVER_NAME));
     }
     let http = match state.http(id) {
         Ok(h) => h,
-        Err(e) => return error(e.to_string()),
+        Err(e) => return refuse(e.to_string()),
     };
     http.set_live(true);
     let addr = format!(
@@ -352,11 +358,11 @@ pub async fn create(State(state): State<AppState>, body: Bytes) -> Response {
     );
     let listener = match tokio::net::TcpListener::bind(&addr).await {
         Ok(l) => l,
-        Err(e) => return error(format!("binding {addr}: {e}")),
+        Err(e) => return refuse(format!("binding {addr}: {e}")),
     };
     let port = match listener.local_addr() {
         Ok(a) => a.port(),
-        Err(e) => return error(e.to_string()),
+        Err(e) => return refuse(e.to_string()),
     };
     let router = root_routes()
         .layer(Extension(Bound(Some(id))))

@@ -13,13 +13,17 @@
 //! ([`pocket_ic::common::rest`]); the management canister's Candid types are
 //! `ic-management-canister-types`'.
 //!
-//! Layout: [`instance`] holds an instance's subnets, canisters, time and ingress messages and
-//! runs its rounds; [`management`] executes calls to the management canister; [`reject`]
-//! builds the IC's reject responses from the engine's results; [`topology`] assigns subnet and
-//! canister ids; [`blob_store`] is the server-wide blob store; [`routes`] maps the HTTP
-//! endpoints onto all of that; [`server`] binds, writes the port file and enforces the TTLs;
-//! [`http_interface`] is the IC's HTTP interface, [`http_gateway`] mounts it (per instance, at
-//! the root, on gateways) and [`faults`] holds the fault-injection test hooks.
+//! Layout, from the leaves up (no two modules import each other): [`error`] and [`response`]
+//! (the REST protocol's JSON answers and errors); [`topology`] assigns subnet and canister ids;
+//! [`reject`] builds the IC's reject responses from the engine's results; [`management`] names
+//! the management canister's methods ([`management::ManagementMethod`]) and words the rejects of
+//! those users may not call; [`blob_store`] is the server-wide blob store; [`instance`] holds an
+//! instance's subnets, canisters, time and ingress messages, runs its rounds and executes the
+//! management canister's methods (its canister manager); [`http_interface`] is the IC's HTTP
+//! interface and [`faults`] its fault-injection test hooks; [`state`] is what every handler
+//! shares; [`http_gateway`] mounts the IC HTTP interface's one route table (per instance, at the
+//! root, on gateways) and the test hooks; [`routes`] maps PocketIC's REST endpoints onto all of
+//! that; [`server`] binds, writes the port file and enforces the TTLs.
 #![deny(missing_docs)]
 
 pub mod blob_store;
@@ -30,8 +34,10 @@ pub mod http_interface;
 pub mod instance;
 pub mod management;
 pub mod reject;
+pub mod response;
 pub mod routes;
 pub mod server;
+pub mod state;
 pub mod topology;
 
 pub use error::ServerError;

@@ -5,9 +5,7 @@
 //! an HTTP 4xx/5xx with `{"message": ...}` (the `pocket-ic` client's `ApiResponse`). Engine work
 //! runs on blocking threads, one instance at a time.
 
-use std::collections::HashMap;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::atomic::Ordering;
 use std::time::Instant;
 
 use axum::Router;
@@ -18,164 +16,19 @@ use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{delete, get, post};
 use pocket_ic::common::rest::{
-    ApiResponse, AutoProgressConfig, BinaryBlob, BlobCompression, BlobId, CreateInstanceResponse,
+    AutoProgressConfig, BinaryBlob, BlobCompression, BlobId, CreateInstanceResponse,
     InstanceConfig, RawAddCycles, RawCanisterCall, RawCanisterId, RawCycles, RawIngressStatusArgs,
     RawMessageId, RawPrincipalId, RawSetStableMemory, RawStableMemory, RawSubnetId, RawTickConfigs,
-    RawTime, Topology,
+    RawTime,
 };
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
-use crate::blob_store::BlobStore;
 use crate::error::ServerError;
-use crate::http_interface::InstanceHttp;
-use crate::instance::{Instance, Programs};
-
-/// Requests in flight and the time the last one finished (the server's TTL).
-#[derive(Debug)]
-pub struct Activity {
-    pending: AtomicU64,
-    last: Mutex<Instant>,
-}
-
-impl Default for Activity {
-    fn default() -> Self {
-        Activity {
-            pending: AtomicU64::new(0),
-            last: Mutex::new(Instant::now()),
-        }
-    }
-}
-
-impl Activity {
-    fn begin(&self) {
-        self.pending.fetch_add(1, Ordering::SeqCst);
-    }
-
-    fn end(&self) {
-        *self.last.lock().unwrap_or_else(|p| p.into_inner()) = Instant::now();
-        self.pending.fetch_sub(1, Ordering::SeqCst);
-    }
-
-    /// How long the server has been idle: `None` while a request is in flight.
-    pub fn idle_for(&self) -> Option<std::time::Duration> {
-        if self.pending.load(Ordering::SeqCst) > 0 {
-            return None;
-        }
-        Some(
-            self.last
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .elapsed(),
-        )
-    }
-}
-
-/// What the handlers share.
-#[derive(Debug)]
-pub struct Shared {
-    /// The engine and its loaded modules.
-    pub programs: Arc<Programs>,
-    /// Instances by id; `None` once deleted.
-    pub instances: Mutex<Vec<Option<Arc<Mutex<Instance>>>>>,
-    /// The blob store.
-    pub blobs: BlobStore,
-    /// Request tracking for the TTL.
-    pub activity: Activity,
-    /// Do not print canisters' `debug_print` output.
-    pub mute_canister_output: bool,
-    /// The IC HTTP interface's side of each instance that used it (created on first use).
-    pub http: Mutex<HashMap<usize, Arc<InstanceHttp>>>,
-    /// The instance the root `/api/...` endpoints serve (`--replica`).
-    pub replica: Mutex<Option<usize>>,
-    /// Serve the fault-injection hooks (`--test-hooks`).
-    pub test_hooks: AtomicBool,
-    /// Print every request's method, path, status and duration to stderr (`--log-requests`).
-    pub log_requests: AtomicBool,
-    server_header: HeaderValue,
-}
-
-/// The router's state.
-pub type AppState = Arc<Shared>;
-
-impl Shared {
-    /// State for a server running canisters on `programs`' engine.
-    pub fn new(programs: Arc<Programs>, mute_canister_output: bool) -> AppState {
-        let server_header = HeaderValue::from_str(&crate::identity())
-            .unwrap_or_else(|_| HeaderValue::from_static(crate::SERVER_NAME));
-        Arc::new(Shared {
-            programs,
-            instances: Mutex::new(Vec::new()),
-            blobs: BlobStore::default(),
-            activity: Activity::default(),
-            mute_canister_output,
-            http: Mutex::new(HashMap::new()),
-            replica: Mutex::new(None),
-            test_hooks: AtomicBool::new(false),
-            log_requests: AtomicBool::new(false),
-            server_header,
-        })
-    }
-
-    fn instances(&self) -> std::sync::MutexGuard<'_, Vec<Option<Arc<Mutex<Instance>>>>> {
-        self.instances.lock().unwrap_or_else(|p| p.into_inner())
-    }
-
-    /// The HTTP interface's side of instance `id`, created (keys generated, state certified,
-    /// round driver started) on first use.
-    pub fn http(&self, id: usize) -> Result<Arc<InstanceHttp>, ServerError> {
-        let instance = self.instance(id)?;
-        let mut map = self.http.lock().unwrap_or_else(|p| p.into_inner());
-        if let Some(h) = map.get(&id) {
-            return Ok(h.clone());
-        }
-        let h = InstanceHttp::start(instance);
-        map.insert(id, h.clone());
-        Ok(h)
-    }
-
-    fn existing_http(&self, id: usize) -> Option<Arc<InstanceHttp>> {
-        self.http
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .get(&id)
-            .cloned()
-    }
-
-    /// The instance the root `/api/...` endpoints serve.
-    pub fn replica_instance(&self) -> Option<usize> {
-        *self.replica.lock().unwrap_or_else(|p| p.into_inner())
-    }
-
-    /// Makes instance `id` the one the root `/api/...` endpoints serve.
-    pub fn set_replica_instance(&self, id: usize) {
-        *self.replica.lock().unwrap_or_else(|p| p.into_inner()) = Some(id);
-    }
-
-    /// Creates an instance from `config`; returns its id and topology.
-    pub fn create_instance(
-        &self,
-        config: &InstanceConfig,
-    ) -> Result<(usize, Topology), ServerError> {
-        let mut instance = Instance::new(self.programs.clone(), config)?;
-        if self.mute_canister_output {
-            instance.mute_canister_output();
-        }
-        let topology = instance.topology();
-        let mut instances = self.instances();
-        let instance_id = instances.len();
-        instances.push(Some(Arc::new(Mutex::new(instance))));
-        Ok((instance_id, topology))
-    }
-
-    fn instance(&self, id: usize) -> Result<Arc<Mutex<Instance>>, ServerError> {
-        match self.instances().get(id) {
-            None => Err(ServerError::InstanceNotFound(id)),
-            Some(None) => Err(ServerError::InstanceDeleted(id)),
-            Some(Some(i)) => Ok(i.clone()),
-        }
-    }
-}
+use crate::http_gateway;
+use crate::instance::Instance;
+use crate::response::{error, json, parse, respond};
+use crate::state::AppState;
 
 /// Runs `f` on instance `id` on a blocking thread (canister code runs there).
 async fn on_instance<T, F>(state: &AppState, id: usize, f: F) -> Result<T, ServerError>
@@ -198,47 +51,25 @@ where
     .map_err(|e| ServerError::Task(e.to_string()))?
 }
 
-/// Parses a JSON request body.
-pub fn parse<T: DeserializeOwned>(endpoint: &'static str, body: &[u8]) -> Result<T, ServerError> {
-    serde_json::from_slice(body).map_err(|e| ServerError::BadRequest {
-        endpoint,
-        message: e.to_string(),
-    })
-}
-
-/// A JSON response with `status`.
-pub fn json<T: Serialize>(status: StatusCode, value: &T) -> Response {
-    match serde_json::to_vec(value) {
-        Ok(bytes) => (
-            status,
-            [(
-                header::CONTENT_TYPE,
-                HeaderValue::from_static("application/json"),
-            )],
-            bytes,
-        )
-            .into_response(),
-        Err(e) => (StatusCode::INTERNAL_SERVER_ERROR, e.to_string()).into_response(),
-    }
-}
-
-/// A REST error response (`{"message": ...}` with the error's HTTP status).
-pub fn error(e: &ServerError) -> Response {
-    let status = StatusCode::from_u16(e.status()).unwrap_or(StatusCode::BAD_REQUEST);
-    json(
-        status,
-        &ApiResponse::<()>::Error {
-            message: e.to_string(),
-        },
-    )
-}
-
-/// A REST response: the JSON value, or the error.
-pub fn respond<T: Serialize>(r: Result<T, ServerError>) -> Response {
-    match r {
-        Ok(v) => json(StatusCode::OK, &v),
-        Err(e) => error(&e),
-    }
+/// Parses the JSON body as an `A` (a failure names `endpoint`), runs `f` with it on instance
+/// `id` ([`on_instance`]) and answers its result.
+async fn with_body<A, T, F>(
+    state: &AppState,
+    id: usize,
+    endpoint: &'static str,
+    body: &[u8],
+    f: F,
+) -> Response
+where
+    A: DeserializeOwned + Send + 'static,
+    T: Serialize + Send + 'static,
+    F: FnOnce(&mut Instance, A) -> Result<T, ServerError> + Send + 'static,
+{
+    let r = match parse::<A>(endpoint, body) {
+        Ok(a) => on_instance(state, id, move |i| f(i, a)).await,
+        Err(e) => Err(e),
+    };
+    respond(r)
 }
 
 /// The router of every endpoint this server serves.
@@ -290,9 +121,9 @@ pub fn router(state: AppState) -> Router {
             "/instances/{id}/auto_progress",
             get(auto_progress_enabled).post(auto_progress),
         )
-        .route("/http_gateway", post(crate::http_gateway::create))
-        .route("/http_gateway/{id}/stop", post(crate::http_gateway::stop))
-        .merge(crate::http_gateway::api_routes())
+        .route("/http_gateway", post(http_gateway::create))
+        .route("/http_gateway/{id}/stop", post(http_gateway::stop))
+        .merge(http_gateway::api_routes())
         .route("/instances/{id}/stop_progress", post(stop_progress))
         .fallback(fallback)
         .method_not_allowed_fallback(fallback)
@@ -443,28 +274,29 @@ async fn get_time(State(state): State<AppState>, Path(id): Path<usize>) -> Respo
 }
 
 async fn set_time(State(state): State<AppState>, Path(id): Path<usize>, body: Bytes) -> Response {
-    let r = match parse::<RawTime>("update/set_time", &body) {
-        Ok(t) => on_instance(&state, id, move |i| i.set_time(t.nanos_since_epoch)).await,
-        Err(e) => Err(e),
-    };
-    respond(r)
+    with_body(&state, id, "update/set_time", &body, |i, t: RawTime| {
+        i.set_time(t.nanos_since_epoch)
+    })
+    .await
 }
 
 async fn tick(State(state): State<AppState>, Path(id): Path<usize>, body: Bytes) -> Response {
     // Blockmaker configurations only feed subnet metrics, which this server does not keep.
-    let r = match parse::<RawTickConfigs>("update/tick", &body) {
-        Ok(_) => on_instance(&state, id, |i: &mut Instance| i.tick().map(drop)).await,
-        Err(e) => Err(e),
-    };
-    respond(r)
+    with_body(&state, id, "update/tick", &body, |i, _: RawTickConfigs| {
+        i.tick().map(drop)
+    })
+    .await
 }
 
 async fn query(State(state): State<AppState>, Path(id): Path<usize>, body: Bytes) -> Response {
-    let r = match parse::<RawCanisterCall>("read/query", &body) {
-        Ok(call) => on_instance(&state, id, move |i| i.query(call)).await,
-        Err(e) => Err(e),
-    };
-    respond(r)
+    with_body(
+        &state,
+        id,
+        "read/query",
+        &body,
+        |i, call: RawCanisterCall| i.query(call),
+    )
+    .await
 }
 
 async fn submit_ingress_message(
@@ -472,11 +304,11 @@ async fn submit_ingress_message(
     Path(id): Path<usize>,
     body: Bytes,
 ) -> Response {
-    let r = match parse::<RawCanisterCall>("update/submit_ingress_message", &body) {
-        Ok(call) => on_instance(&state, id, move |i| i.submit(call)).await,
-        Err(e) => Err(e),
-    };
-    respond(r)
+    let endpoint = "update/submit_ingress_message";
+    with_body(&state, id, endpoint, &body, |i, call: RawCanisterCall| {
+        i.submit(call)
+    })
+    .await
 }
 
 async fn await_ingress_message(
@@ -484,11 +316,11 @@ async fn await_ingress_message(
     Path(id): Path<usize>,
     body: Bytes,
 ) -> Response {
-    let r = match parse::<RawMessageId>("update/await_ingress_message", &body) {
-        Ok(m) => on_instance(&state, id, move |i| i.await_message(&m)).await,
-        Err(e) => Err(e),
-    };
-    respond(r)
+    let endpoint = "update/await_ingress_message";
+    with_body(&state, id, endpoint, &body, |i, m: RawMessageId| {
+        i.await_message(&m)
+    })
+    .await
 }
 
 async fn execute_ingress_message(
@@ -496,11 +328,11 @@ async fn execute_ingress_message(
     Path(id): Path<usize>,
     body: Bytes,
 ) -> Response {
-    let r = match parse::<RawCanisterCall>("update/execute_ingress_message", &body) {
-        Ok(call) => on_instance(&state, id, move |i| i.execute(call)).await,
-        Err(e) => Err(e),
-    };
-    respond(r)
+    let endpoint = "update/execute_ingress_message";
+    with_body(&state, id, endpoint, &body, |i, call: RawCanisterCall| {
+        i.execute(call)
+    })
+    .await
 }
 
 async fn ingress_status(
@@ -508,41 +340,45 @@ async fn ingress_status(
     Path(id): Path<usize>,
     body: Bytes,
 ) -> Response {
-    let r = match parse::<RawIngressStatusArgs>("read/ingress_status", &body) {
-        Ok(args) => on_instance(&state, id, move |i| i.ingress_status(&args)).await,
-        Err(e) => Err(e),
-    };
-    respond(r)
+    let endpoint = "read/ingress_status";
+    with_body(
+        &state,
+        id,
+        endpoint,
+        &body,
+        |i, args: RawIngressStatusArgs| i.ingress_status(&args),
+    )
+    .await
 }
 
 async fn get_cycles(State(state): State<AppState>, Path(id): Path<usize>, body: Bytes) -> Response {
-    let r = match parse::<RawCanisterId>("read/get_cycles", &body) {
-        Ok(c) => {
-            on_instance(&state, id, move |i| {
-                Ok(RawCycles {
-                    cycles: i.cycles(&c.canister_id)?,
-                })
+    with_body(
+        &state,
+        id,
+        "read/get_cycles",
+        &body,
+        |i, c: RawCanisterId| {
+            Ok(RawCycles {
+                cycles: i.cycles(&c.canister_id)?,
             })
-            .await
-        }
-        Err(e) => Err(e),
-    };
-    respond(r)
+        },
+    )
+    .await
 }
 
 async fn add_cycles(State(state): State<AppState>, Path(id): Path<usize>, body: Bytes) -> Response {
-    let r = match parse::<RawAddCycles>("update/add_cycles", &body) {
-        Ok(a) => {
-            on_instance(&state, id, move |i| {
-                Ok(RawCycles {
-                    cycles: i.add_cycles(&a.canister_id, a.amount)?,
-                })
+    with_body(
+        &state,
+        id,
+        "update/add_cycles",
+        &body,
+        |i, a: RawAddCycles| {
+            Ok(RawCycles {
+                cycles: i.add_cycles(&a.canister_id, a.amount)?,
             })
-            .await
-        }
-        Err(e) => Err(e),
-    };
-    respond(r)
+        },
+    )
+    .await
 }
 
 async fn get_controllers(
@@ -550,19 +386,19 @@ async fn get_controllers(
     Path(id): Path<usize>,
     body: Bytes,
 ) -> Response {
-    let r = match parse::<RawCanisterId>("read/get_controllers", &body) {
-        Ok(c) => {
-            on_instance(&state, id, move |i| {
-                Ok(i.controllers(&c.canister_id)?
-                    .into_iter()
-                    .map(RawPrincipalId::from)
-                    .collect::<Vec<_>>())
-            })
-            .await
-        }
-        Err(e) => Err(e),
-    };
-    respond(r)
+    with_body(
+        &state,
+        id,
+        "read/get_controllers",
+        &body,
+        |i, c: RawCanisterId| {
+            Ok(i.controllers(&c.canister_id)?
+                .into_iter()
+                .map(RawPrincipalId::from)
+                .collect::<Vec<_>>())
+        },
+    )
+    .await
 }
 
 async fn get_stable_memory(
@@ -570,18 +406,13 @@ async fn get_stable_memory(
     Path(id): Path<usize>,
     body: Bytes,
 ) -> Response {
-    let r = match parse::<RawCanisterId>("read/get_stable_memory", &body) {
-        Ok(c) => {
-            on_instance(&state, id, move |i| {
-                Ok(RawStableMemory {
-                    blob: i.stable_memory(&c.canister_id)?,
-                })
-            })
-            .await
-        }
-        Err(e) => Err(e),
-    };
-    respond(r)
+    let endpoint = "read/get_stable_memory";
+    with_body(&state, id, endpoint, &body, |i, c: RawCanisterId| {
+        Ok(RawStableMemory {
+            blob: i.stable_memory(&c.canister_id)?,
+        })
+    })
+    .await
 }
 
 async fn set_stable_memory(
@@ -605,16 +436,14 @@ async fn set_stable_memory(
 }
 
 async fn get_subnet(State(state): State<AppState>, Path(id): Path<usize>, body: Bytes) -> Response {
-    let r = match parse::<RawCanisterId>("read/get_subnet", &body) {
-        Ok(c) => {
-            on_instance(&state, id, move |i| {
-                Ok(i.subnet_of(&c.canister_id)?.map(RawSubnetId::from))
-            })
-            .await
-        }
-        Err(e) => Err(e),
-    };
-    respond(r)
+    with_body(
+        &state,
+        id,
+        "read/get_subnet",
+        &body,
+        |i, c: RawCanisterId| Ok(i.subnet_of(&c.canister_id)?.map(RawSubnetId::from)),
+    )
+    .await
 }
 
 /// Whether the instance is live (`auto_progress`).

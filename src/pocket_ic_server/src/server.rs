@@ -14,7 +14,8 @@ use offline_engine::{Engine, EngineConfig};
 
 use crate::error::ServerError;
 use crate::instance::Programs;
-use crate::routes::{AppState, Shared, router};
+use crate::routes::router;
+use crate::state::{AppState, Shared};
 
 /// How the server is started (the `pocket-ic` client passes `--port-file` and the TTLs).
 #[derive(Debug, Clone)]

@@ -484,34 +484,48 @@ fn verify_canister_paths(
     Ok(())
 }
 
-/// `POST .../canister/<ecid>/read_state`.
-pub async fn read_state_canister(http: Arc<InstanceHttp>, ecid: &str, body: Bytes) -> Response {
-    let effective = match principal_in_url(ecid, "effective canister id") {
-        Ok(p) => p,
-        Err(r) => return refusal(r),
-    };
-    let req = match parse(&body, "read_state") {
-        Ok(r) => r,
-        Err(r) => return refusal(r),
-    };
-    let answer = (|| {
-        let mut paths = paths_of(&req)?;
-        let mut cert = http.cert();
-        let targets = req.authenticate(http.validation_time(cert.time()))?;
-        verify_canister_paths(&cert, req.content.sender(), &targets, &paths, &effective)?;
-        paths.push(vec![b"time".to_vec()]);
-        let signer = cert.signer_for(&effective);
-        Ok::<_, Refusal>(cert.certificate(&paths, signer))
-    })();
-    match answer {
-        Ok(certificate) => cbor_response(&ReadStateAnswer { certificate }),
-        Err(r) => refusal(r),
+/// Checks that `paths` are what the subnet endpoint of `subnet` serves: `time`, the subnet
+/// paths and the subnet's own `canister_ranges`.
+fn verify_subnet_paths(paths: &[Vec<Vec<u8>>], subnet: &Principal) -> Result<(), Refusal> {
+    for path in paths {
+        let labels: Vec<&[u8]> = path.iter().map(Vec::as_slice).collect();
+        match labels.as_slice() {
+            [b"time"]
+            | [b"subnet"]
+            | [b"subnet", _]
+            | [b"subnet", _, b"public_key" | b"canister_ranges" | b"node"] => {}
+            [b"subnet", _, b"node", _] | [b"subnet", _, b"node", _, b"public_key"] => {}
+            [b"canister_ranges", id] if *id == subnet.as_slice() => {}
+            _ => return Err(not_found_path()),
+        }
     }
+    Ok(())
 }
 
-/// `POST .../subnet/<sid>/read_state`.
-pub async fn read_state_subnet(http: Arc<InstanceHttp>, sid: &str, body: Bytes) -> Response {
-    let subnet = match principal_in_url(sid, "effective subnet id") {
+/// Whose state a read_state request reads: the canister or the subnet in its URL.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ReadStateScope {
+    /// `.../canister/<ecid>/read_state`: the paths the replica lets a sender read through a
+    /// canister, certified by the canister's subnet.
+    Canister,
+    /// `.../subnet/<sid>/read_state`: `time`, `subnet/...` and `canister_ranges/<sid>`,
+    /// certified by that subnet (or the root key for the root subnet).
+    Subnet,
+}
+
+/// `POST .../canister/<ecid>/read_state` and `POST .../subnet/<sid>/read_state`: `id` is the
+/// canister or subnet id of the URL, as `scope` says.
+pub async fn read_state(
+    http: Arc<InstanceHttp>,
+    scope: ReadStateScope,
+    id: &str,
+    body: Bytes,
+) -> Response {
+    let what = match scope {
+        ReadStateScope::Canister => "effective canister id",
+        ReadStateScope::Subnet => "effective subnet id",
+    };
+    let effective = match principal_in_url(id, what) {
         Ok(p) => p,
         Err(r) => return refusal(r),
     };
@@ -522,32 +536,31 @@ pub async fn read_state_subnet(http: Arc<InstanceHttp>, sid: &str, body: Bytes) 
     let answer = (|| {
         let mut paths = paths_of(&req)?;
         let mut cert = http.cert();
-        let signer = if subnet == cert.keys.root_subnet {
-            Signer::Root
-        } else {
-            match cert.keys.subnet_by_id(&subnet) {
-                Some(i) => Signer::Subnet(i),
-                None => {
-                    return Err(Refusal {
-                        status: 404,
-                        message: format!("Subnet {subnet} not found"),
-                    });
-                }
+        let signer = match scope {
+            ReadStateScope::Canister => {
+                let targets = req.authenticate(http.validation_time(cert.time()))?;
+                verify_canister_paths(&cert, req.content.sender(), &targets, &paths, &effective)?;
+                cert.signer_for(&effective)
+            }
+            ReadStateScope::Subnet => {
+                let signer = if effective == cert.keys.root_subnet {
+                    Signer::Root
+                } else {
+                    match cert.keys.subnet_by_id(&effective) {
+                        Some(i) => Signer::Subnet(i),
+                        None => {
+                            return Err(Refusal {
+                                status: 404,
+                                message: format!("Subnet {effective} not found"),
+                            });
+                        }
+                    }
+                };
+                req.authenticate(http.validation_time(cert.time()))?;
+                verify_subnet_paths(&paths, &effective)?;
+                signer
             }
         };
-        req.authenticate(http.validation_time(cert.time()))?;
-        for path in &paths {
-            let labels: Vec<&[u8]> = path.iter().map(Vec::as_slice).collect();
-            match labels.as_slice() {
-                [b"time"]
-                | [b"subnet"]
-                | [b"subnet", _]
-                | [b"subnet", _, b"public_key" | b"canister_ranges" | b"node"] => {}
-                [b"subnet", _, b"node", _] | [b"subnet", _, b"node", _, b"public_key"] => {}
-                [b"canister_ranges", id] if *id == subnet.as_slice() => {}
-                _ => return Err(not_found_path()),
-            }
-        }
         paths.push(vec![b"time".to_vec()]);
         Ok::<_, Refusal>(cert.certificate(&paths, signer))
     })();
