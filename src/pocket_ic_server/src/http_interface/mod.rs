@@ -547,6 +547,11 @@ async fn drive_rounds(http: Weak<InstanceHttp>) {
             drop(h);
             continue;
         }
+        // A block interval set while the driver waited (the wake was its change) rules at
+        // once: no round outside it.
+        if h.block_interval().is_some() {
+            continue;
+        }
         let h2 = h.clone();
         let round = tokio::task::spawn_blocking(move || h2.run_round()).await;
         if let Ok(Err(e)) = round {
