@@ -9,8 +9,8 @@ use candid::{CandidType, Deserialize, Principal};
 
 pub use batch_types::{
     AdminResult, BatchKey, BatchResult, FlushResult, FlushSummary, InitArgs, MethodClass, OpError,
-    Outcome, QueryError, Settings, SqlParam, SqlStatement, Stats, SubmitResult, Ticket,
-    StoreShare, TicketStatus, WriteAccess, WriteError, WriteResult,
+    Outcome, QueryError, Settings, SqlParam, SqlStatement, Stats, StoreShare, SubmitResult, Ticket,
+    TicketStatus, WriteAccess, WriteError, WriteResult,
 };
 
 pub mod fixture;
