@@ -1,8 +1,10 @@
 //! Where the IC HTTP interface is mounted: per instance under `/instances/<id>/api/...`, at the
 //! root `/api/...` for the server's replica instance, and on HTTP gateways (`POST
 //! /http_gateway`, what `pocket-ic`'s `make_live` starts): a listener of its own whose root
-//! `/api/...` serves one instance. The fault-injection hooks ([`crate::faults`]) are mounted
-//! here too, under `/test_hooks/...`, when enabled.
+//! `/api/...` serves one instance. Its routes are one table (`IC_HTTP_ROUTES`, as the
+//! replica's `rs/http_endpoints/public` has one router), mounted in all three places; which
+//! instance a request is for is its [`Target`]. The fault-injection hooks ([`crate::faults`])
+//! are mounted here too, under `/test_hooks/...`, when enabled.
 
 use std::collections::HashMap;
 use std::sync::atomic::Ordering;
