@@ -117,7 +117,7 @@ pub(crate) struct CanisterEntry {
 }
 
 impl CanisterEntry {
-    pub(crate) fn new(subnet: usize, settings: DefiniteCanisterSettings, cycles: u128) -> Self {
+    fn new(subnet: usize, settings: DefiniteCanisterSettings, cycles: u128) -> Self {
         CanisterEntry {
             subnet,
             module_size: 0,
@@ -130,7 +130,7 @@ impl CanisterEntry {
 
     /// The settings' `wasm_memory_limit` and `memory_allocation` in bytes (0: none), as the
     /// engine takes them.
-    pub(crate) fn memory_limits(&self) -> (u64, u64) {
+    fn memory_limits(&self) -> (u64, u64) {
         let bytes = |n: &candid::Nat| u64::try_from(&n.0).unwrap_or(u64::MAX);
         (
             bytes(&self.settings.wasm_memory_limit),
@@ -140,7 +140,7 @@ impl CanisterEntry {
 
     /// The controllers as raw principal bytes, `first` (when a controller) moved to the front:
     /// the engine runs install and upgrade hooks as its first controller.
-    pub(crate) fn controllers_first(&self, first: &Principal) -> Vec<Vec<u8>> {
+    fn controllers_first(&self, first: &Principal) -> Vec<Vec<u8>> {
         let mut v: Vec<Vec<u8>> = Vec::with_capacity(self.settings.controllers.len());
         if self.settings.controllers.contains(first) {
             v.push(first.as_slice().to_vec());
@@ -183,20 +183,20 @@ struct Message {
 
 /// One instance of the protocol: what `POST /instances` creates.
 pub struct Instance {
-    pub(crate) programs: Arc<Programs>,
+    programs: Arc<Programs>,
     pub(crate) subnets: Vec<Subnet>,
     /// The engine of every subnet (same order as `subnets`): code, state, status and queues of
     /// its canisters.
-    pub(crate) engines: Vec<offline_engine::Subnet>,
+    engines: Vec<offline_engine::Subnet>,
     /// Next unused canister index per subnet.
-    pub(crate) next_index: Vec<u64>,
+    next_index: Vec<u64>,
     pub(crate) canisters: BTreeMap<Principal, CanisterEntry>,
-    pub(crate) time_ns: u64,
+    time_ns: u64,
     messages: HashMap<Vec<u8>, Message>,
     /// Messages to the management canister submitted since the last round.
     pending: VecDeque<Vec<u8>>,
     /// `stop_canister` messages waiting for their canister to stop: (canister, message id).
-    pub(crate) stopping: Vec<(Principal, Vec<u8>)>,
+    stopping: Vec<(Principal, Vec<u8>)>,
     nonce: u64,
     /// Print canisters' `debug_print` output to stderr (as PocketIC does).
     print_canister_output: bool,
@@ -378,7 +378,7 @@ impl Instance {
 
     /// Prints the `debug_print` output of `execs` as PocketIC does:
     /// `<time> UTC: [Canister <id>] <line>`.
-    pub(crate) fn print_output(&self, canister: &Principal, execs: &[Execution]) {
+    fn print_output(&self, canister: &Principal, execs: &[Execution]) {
         if !self.print_canister_output {
             return;
         }
@@ -397,19 +397,19 @@ impl Instance {
     }
 
     /// Mutable access to the code and state of canister `id`, if it has code.
-    pub(crate) fn code_mut(&mut self, id: &Principal) -> Option<&mut Canister> {
+    fn code_mut(&mut self, id: &Principal) -> Option<&mut Canister> {
         let subnet = self.canisters.get(id)?.subnet;
         self.engines[subnet].canister_mut(id.as_slice())
     }
 
     /// The engine of canister `id`'s subnet.
-    pub(crate) fn engine_of(&mut self, id: &Principal) -> Option<&mut offline_engine::Subnet> {
+    fn engine_of(&mut self, id: &Principal) -> Option<&mut offline_engine::Subnet> {
         let subnet = self.canisters.get(id)?.subnet;
         self.engines.get_mut(subnet)
     }
 
     /// Whether canister `id` runs, is stopping or is stopped (`None` if it does not exist).
-    pub(crate) fn status_of(&self, id: &Principal) -> Option<CanisterStatusType> {
+    fn status_of(&self, id: &Principal) -> Option<CanisterStatusType> {
         let entry = self.canisters.get(id)?;
         Some(match self.engines[entry.subnet].status(id.as_slice())? {
             CanisterStatus::Running => CanisterStatusType::Running,
@@ -428,7 +428,7 @@ impl Instance {
     }
 
     /// Adds cycles to canister `id`; returns the new balance.
-    pub(crate) fn credit(&mut self, id: &Principal, amount: u128) -> u128 {
+    fn credit(&mut self, id: &Principal, amount: u128) -> u128 {
         if let Some(c) = self.code_mut(id) {
             return c.add_cycles(amount);
         }
@@ -475,7 +475,7 @@ impl Instance {
     }
 
     /// Records the outcome of message `id`.
-    pub(crate) fn set_result(&mut self, id: &[u8], result: Result<Vec<u8>, RejectResponse>) {
+    fn set_result(&mut self, id: &[u8], result: Result<Vec<u8>, RejectResponse>) {
         if let Some(m) = self.messages.get_mut(id) {
             m.result = Some(result);
         }
@@ -497,7 +497,7 @@ impl Instance {
 
     /// Fails the `stop_canister` messages waiting for canister `id` (it was started again), as
     /// the replica does.
-    pub(crate) fn cancel_stops(&mut self, id: &Principal) {
+    fn cancel_stops(&mut self, id: &Principal) {
         let (cancelled, waiting): (Vec<_>, Vec<_>) = std::mem::take(&mut self.stopping)
             .into_iter()
             .partition(|(c, _)| c == id);
