@@ -4,7 +4,11 @@
 //! three among 200, upgrades with thousands of pending ops, a full queue, a `COMMIT` that one op
 //! makes fail, PRAGMAs that would change the connection, a read-only database, ops whose cost
 //! varies at the largest budget, a stranger flooding an open canister, strangers calling queries
-//! as updates, the smallest budget), each run on the deployable canister on the engine. For
+//! as updates, the smallest budget; and, in [`careless`], a careless controller's and an
+//! attacker's: temporary objects, SQL on the library's tables, unsafe settings, strangers'
+//! large calls from canisters, the dearest op at the smallest budget on a large table, a
+//! memory allocation without headroom, a writer filling the key store), each run on the
+//! deployable canister on the engine. For
 //! each: ops acknowledged, committed and failed, ops failed without a cause of their own (an
 //! ordinary op that failed: must be 0), acknowledged ops lost (no outcome after the queue
 //! drained) and altered (an order stored with other bits than submitted), calls refused,
@@ -839,9 +843,9 @@ pub fn worst_case_flush(wasm: &Path, progress: &mut Progress) -> Result<WorstCas
 
 /// Whether every scenario lost and altered nothing, and failed no op without a cause of its own.
 pub fn all_safe(results: &[ScenarioResult]) -> bool {
-    results
-        .iter()
-        .all(|r| r.lost == 0 && r.altered == 0 && r.failed_without_cause == 0 && r.applied_twice == 0)
+    results.iter().all(|r| {
+        r.lost == 0 && r.altered == 0 && r.failed_without_cause == 0 && r.applied_twice == 0
+    })
 }
 
 /// What one op of the users/orders API costs alone, as the instruction guard counts it.

@@ -63,7 +63,9 @@ fn every_bench_suite_command_the_readme_shows_prints_what_it_shows() {
     let readme = std::fs::read_to_string(root.join("README.md")).unwrap();
     let shown = shown_commands(&readme);
     assert!(
-        shown.iter().any(|s| s.args.first().map(String::as_str) == Some("estimate")),
+        shown
+            .iter()
+            .any(|s| s.args.first().map(String::as_str) == Some("estimate")),
         "the README shows `bench-suite estimate` with its output ({} commands with output found)",
         shown.len()
     );

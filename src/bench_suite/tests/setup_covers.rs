@@ -19,18 +19,113 @@ use std::path::{Path, PathBuf};
 /// Rust by rustup, Node 20 with npm, Go, git), and the shell's own words.
 const FRESH: &[&str] = &[
     // bash keywords and builtins
-    "if", "then", "else", "elif", "fi", "for", "while", "until", "do", "done", "case", "esac",
-    "in", "function", "select", "time", "!", "{", "}", "[", "[[", "]]", "cd", "echo", "printf",
-    "exit", "return", "set", "shift", "local", "export", "source", ".", "read", "mapfile",
-    "readarray", "declare", "test", "true", "false", "exec", "eval", "trap", "wait", "command",
-    "type", "unset", "pushd", "popd", "kill", "times", "builtin", "let", ":",
+    "if",
+    "then",
+    "else",
+    "elif",
+    "fi",
+    "for",
+    "while",
+    "until",
+    "do",
+    "done",
+    "case",
+    "esac",
+    "in",
+    "function",
+    "select",
+    "time",
+    "!",
+    "{",
+    "}",
+    "[",
+    "[[",
+    "]]",
+    "cd",
+    "echo",
+    "printf",
+    "exit",
+    "return",
+    "set",
+    "shift",
+    "local",
+    "export",
+    "source",
+    ".",
+    "read",
+    "mapfile",
+    "readarray",
+    "declare",
+    "test",
+    "true",
+    "false",
+    "exec",
+    "eval",
+    "trap",
+    "wait",
+    "command",
+    "type",
+    "unset",
+    "pushd",
+    "popd",
+    "kill",
+    "times",
+    "builtin",
+    "let",
+    ":",
     // Debian's base tools
-    "bash", "sh", "env", "cat", "sed", "grep", "awk", "tr", "cut", "head", "tail", "sort", "uniq",
-    "wc", "tee", "xargs", "find", "ls", "cp", "mv", "rm", "ln", "mkdir", "rmdir", "touch",
-    "chmod", "stat", "date", "sleep", "basename", "dirname", "mktemp", "diff", "cmp", "tar",
-    "gzip", "sha256sum", "realpath", "readlink", "timeout", "nproc", "seq", "python3",
+    "bash",
+    "sh",
+    "env",
+    "cat",
+    "sed",
+    "grep",
+    "awk",
+    "tr",
+    "cut",
+    "head",
+    "tail",
+    "sort",
+    "uniq",
+    "wc",
+    "tee",
+    "xargs",
+    "find",
+    "ls",
+    "cp",
+    "mv",
+    "rm",
+    "ln",
+    "mkdir",
+    "rmdir",
+    "touch",
+    "chmod",
+    "stat",
+    "date",
+    "sleep",
+    "basename",
+    "dirname",
+    "mktemp",
+    "diff",
+    "cmp",
+    "tar",
+    "gzip",
+    "sha256sum",
+    "realpath",
+    "readlink",
+    "timeout",
+    "nproc",
+    "seq",
+    "python3",
     // the toolchains of this kind of machine
-    "cargo", "rustup", "rustc", "node", "npm", "npx", "go", "git",
+    "cargo",
+    "rustup",
+    "rustc",
+    "node",
+    "npm",
+    "npx",
+    "go",
+    "git",
 ];
 
 fn root() -> PathBuf {
@@ -181,7 +276,10 @@ fn setup_installs(setup: &str) -> BTreeSet<String> {
         .split("have ")
         .skip(1)
         .filter_map(|rest| rest.split_whitespace().next())
-        .filter(|w| w.chars().all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_'))
+        .filter(|w| {
+            w.chars()
+                .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
+        })
         .map(str::to_owned)
         .collect()
 }
@@ -197,8 +295,16 @@ fn every_target_the_repository_builds_for_is_installed_by_the_setup() {
     );
     let mut files = scripts();
     files_under(&root().join(".github"), &[".yml", ".yaml"], &mut files);
-    files_under(&root().join("src"), &[".rs", ".toml", ".json", ".ts"], &mut files);
-    files_under(&root().join("examples"), &[".rs", ".toml", ".json"], &mut files);
+    files_under(
+        &root().join("src"),
+        &[".rs", ".toml", ".json", ".ts"],
+        &mut files,
+    );
+    files_under(
+        &root().join("examples"),
+        &[".rs", ".toml", ".json"],
+        &mut files,
+    );
     files.push(root().join("Cargo.toml"));
     let mut missing = Vec::new();
     for file in &files {
@@ -223,10 +329,16 @@ fn every_target_the_repository_builds_for_is_installed_by_the_setup() {
 fn every_command_the_scripts_run_is_installed_by_the_setup() {
     let installs = setup_installs(&read(&root().join("scripts/setup.sh")));
     for tool in ["wasi2ic", "ic-wasm", "canbench", "actionlint"] {
-        assert!(installs.contains(tool), "setup.sh installs {tool}: {installs:?}");
+        assert!(
+            installs.contains(tool),
+            "setup.sh installs {tool}: {installs:?}"
+        );
     }
     // The scripts' own functions (scripts/steps.sh's are sourced by others).
-    let texts: Vec<(PathBuf, String)> = scripts().into_iter().map(|s| (s.clone(), read(&s))).collect();
+    let texts: Vec<(PathBuf, String)> = scripts()
+        .into_iter()
+        .map(|s| (s.clone(), read(&s)))
+        .collect();
     let functions: BTreeSet<&str> = texts
         .iter()
         .flat_map(|(_, text)| text.lines())
@@ -258,13 +370,20 @@ fn every_npx_tool_comes_from_a_committed_lockfile() {
     let mut checked = 0;
     for script in scripts() {
         for line in read(&script).lines() {
-            let Some(at) = line.find("npx ") else { continue };
+            let Some(at) = line.find("npx ") else {
+                continue;
+            };
             let tool = line[at + 4..].split_whitespace().next().unwrap_or_default();
             let dir = line
                 .split("cd ")
                 .nth(1)
                 .and_then(|r| r.split_whitespace().next())
-                .unwrap_or_else(|| panic!("{}: `npx {tool}` without a `cd <dir>` on its line", script.display()));
+                .unwrap_or_else(|| {
+                    panic!(
+                        "{}: `npx {tool}` without a `cd <dir>` on its line",
+                        script.display()
+                    )
+                });
             let lock = root().join(dir).join("package-lock.json");
             let lock = read(&lock);
             assert!(
@@ -281,7 +400,10 @@ fn every_npx_tool_comes_from_a_committed_lockfile() {
             checked += 1;
         }
     }
-    assert!(checked >= 2, "the scripts run tsc in the two TypeScript packages ({checked})");
+    assert!(
+        checked >= 2,
+        "the scripts run tsc in the two TypeScript packages ({checked})"
+    );
 }
 
 #[test]
@@ -289,17 +411,21 @@ fn the_readers_find_what_they_should() {
     // The parsers above are not vacuous: each finds what a script of this shape uses.
     // The triple is assembled so that this file does not name a target itself.
     let triple = format!("{}-foo-bar", "wasm32");
-    let script = format!("set -euo pipefail\ncd \"$(dirname \"$0\")/..\"\nfor t in a; do\n  wasi2ic x y >/dev/null\ndone\nRUSTFLAGS=\"-x\" \\\n  cargo build --target {triple} \\\n  --release\nmytool --flag | grep x && (cd dir && npm ci && npx tsc)\ncase \"$1\" in\n  main|all) ;;\nesac\n");
+    let script = format!(
+        "set -euo pipefail\ncd \"$(dirname \"$0\")/..\"\nfor t in a; do\n  wasi2ic x y >/dev/null\ndone\nRUSTFLAGS=\"-x\" \\\n  cargo build --target {triple} \\\n  --release\nmytool --flag | grep x && (cd dir && npm ci && npx tsc)\ncase \"$1\" in\n  main|all) ;;\nesac\n"
+    );
     let script = script.as_str();
     let commands = commands_in(script);
-    for c in ["set", "cd", "for", "wasi2ic", "cargo", "mytool", "grep", "npm", "npx"] {
+    for c in [
+        "set", "cd", "for", "wasi2ic", "cargo", "mytool", "grep", "npm", "npx",
+    ] {
         assert!(commands.contains(c), "{c} in {commands:?}");
     }
-    assert!(!commands.contains("--release") && !commands.contains("main"), "{commands:?}");
-    assert_eq!(
-        triples_in(script).into_iter().collect::<Vec<_>>(),
-        [triple]
+    assert!(
+        !commands.contains("--release") && !commands.contains("main"),
+        "{commands:?}"
     );
+    assert_eq!(triples_in(script).into_iter().collect::<Vec<_>>(), [triple]);
     assert_eq!(
         toolchain_targets("[toolchain]\ntargets = [\"wasm32-wasip1\", \"x\"]\n")
             .into_iter()

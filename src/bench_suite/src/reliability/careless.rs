@@ -1,14 +1,18 @@
 //! Scenarios of a careless controller and of an attacker on the reference canister: SQL that
 //! would put acknowledged writes where an upgrade loses them (temporary objects by schema name,
 //! virtual tables), controller SQL on the library's own tables (the keys that make client
-//! batches exactly once), settings that would make every later submit trap, and the dearest
-//! ordinary op of the workload at the smallest flush budget on a large table. Each used to lose
-//! or duplicate acknowledged writes, or fail an ordinary op; each row must now show 0 lost,
-//! 0 altered, 0 applied twice and 0 failed without a cause of its own.
+//! batches exactly once), settings that would make every later submit trap, strangers' large
+//! calls from other canisters (which `canister_inspect_message` never sees), the dearest
+//! ordinary op of the workload at the smallest flush budget on a large table, a memory
+//! allocation without headroom, and one writer filling the key store before its keys expire.
+//! Each used to lose or duplicate acknowledged writes, fail an ordinary op, or cost its victim
+//! what the attacker sent; each row must now show 0 lost, 0 altered, 0 applied twice and 0
+//! failed without a cause of its own.
 
-use anyhow::{Result, ensure};
+use anyhow::{Result, bail, ensure};
 use bench_api::*;
-use offline_engine::{Engine, Program, Settings};
+use candid::{Encode, Principal};
+use offline_engine::{Engine, Execution, MessageResult, Program, Settings};
 
 use super::{Ledger, SECOND, ScenarioResult, WRITER, amount, args, writer};
 use crate::client::{CONTROLLER, Client};
@@ -38,6 +42,44 @@ pub const LIBRARY_TABLE_SQL: [&str; 4] = [
 /// `max_delay_ms` values that used to install and then make every submit trap (ic-cdk-timers
 /// refuses a delay that overflows its deadline) or keep an op pending for days.
 pub const UNSAFE_DELAYS_MS: [u64; 3] = [16_700_000_000_000, 1_000_000_000_000, u64::MAX];
+
+/// A canister that is neither a controller nor a writer.
+const STRANGER_CANISTER: &[u8] = &[0x00, 0x00, 0x00, 0x00, 0x00, 0x10, 0x00, 0x07, 0x01, 0x01];
+/// Instructions a stranger's call from a canister may cost at most, whatever its size.
+pub const STRANGER_CALL_BOUND: u64 = 100_000;
+/// Bytes of a stranger's large argument (an ingress message may carry 2 MiB).
+const LARGE: usize = 1_800_000;
+
+/// A stranger's well-typed large argument for `method`: what the method would decode in full
+/// if it read its argument before checking the caller.
+fn large_argument(method: &str) -> Result<Vec<u8>> {
+    let text = "x".repeat(LARGE);
+    Ok(match method {
+        "execute_batch" => {
+            let ops: Vec<UserOrderOp> = (0..106_000)
+                .map(|i| UserOrderOp::CreateOrder {
+                    user_id: 1,
+                    amount: f64::from(i),
+                })
+                .collect();
+            Encode!(&ops, &None::<BatchKey>)?
+        }
+        "add_writers" => {
+            let principals: Vec<Principal> = (0..60_000u32)
+                .map(|i| Principal::from_slice(&[&i.to_be_bytes()[..], &[0xAA; 25]].concat()))
+                .collect();
+            Encode!(&principals)?
+        }
+        "execute_sql" => Encode!(&vec![SqlStatement {
+            sql: text,
+            params: vec![],
+        }])?,
+        "create_user" => Encode!(&text, &"e@example.com")?,
+        // A query called as an update, asking for everything.
+        "user_orders" => Encode!(&i64::MAX, &u32::MAX)?,
+        other => bail!("no large argument for {other}"),
+    })
+}
 
 /// `execute_sql` of `sql` by the controller: whether it was refused with SQLITE_AUTH (23).
 fn refused_now(c: &mut Client, sql: &str) -> bool {
@@ -182,6 +224,263 @@ pub(super) fn run(
         "unsafe settings",
         "max_delay_ms of 1.67·10^13, 10^12 and u64::MAX at install: refused with the setting's name; then 100 orders",
     )?);
+
+    progress.step("reliability: strangers' large calls from other canisters");
+    let mut c = install(args(10_000_000_000), Settings::default());
+    c.create_user("a");
+    let mut refused = 0u64;
+    let mut dearest = 0u64;
+    for method in [
+        "execute_batch",
+        "add_writers",
+        "execute_sql",
+        "create_user",
+        "user_orders",
+    ] {
+        let arg = large_argument(method)?;
+        for _ in 0..4 {
+            let exec: Execution =
+                c.canister
+                    .update_from_canister(STRANGER_CANISTER, method, &arg)?;
+            let kept = match &exec.result {
+                MessageResult::Reply(bytes) => {
+                    // A write method's typed refusal (`Err(NotAuthorized)`), never a success.
+                    let r: WriteResult =
+                        candid::decode_one(bytes).unwrap_or(WriteResult::Ok(Outcome::Committed {
+                            rows_changed: 0,
+                            last_insert_rowid: 0,
+                        }));
+                    r == WriteResult::Err(WriteError::NotAuthorized)
+                        || matches!(
+                            candid::decode_one::<BatchResult>(bytes),
+                            Ok(BatchResult::Err(WriteError::NotAuthorized))
+                        )
+                        || matches!(
+                            candid::decode_one::<AdminResult>(bytes),
+                            Ok(AdminResult::Err(WriteError::NotAuthorized))
+                        )
+                }
+                MessageResult::Reject(..) => true,
+                other => bail!("{method} by a stranger canister: {other:?}"),
+            };
+            ensure!(
+                kept,
+                "{method} by a stranger canister was not refused: {:?}",
+                exec.result
+            );
+            refused += 1;
+            dearest = dearest.max(exec.instructions);
+        }
+    }
+    ensure!(
+        dearest < STRANGER_CALL_BOUND,
+        "a stranger's call from a canister cost {dearest} instructions"
+    );
+    let counts = c.counts();
+    ensure!(
+        counts.users == 1 && counts.orders == 0,
+        "a stranger's call changed the data: {counts:?}"
+    );
+    let mut l = Ledger::default();
+    for i in 0..100 {
+        l.order(&mut c, CONTROLLER, 1, amount(i));
+    }
+    l.refused += refused;
+    out.push(l.finish(
+        &mut c,
+        "strangers' calls from canisters",
+        &format!(
+            "20 calls of 1.8 MB by a canister that may not write (execute_batch of 106,000 orders, add_writers of 60,000 principals, execute_sql, create_user, user_orders(max, max) as an update; no inspect_message for calls from canisters): refused before their argument is read, the dearest for {dearest} instructions; then 100 orders"
+        ),
+    )?);
+
+    progress.step("reliability: the dearest op at the smallest budget on 200,000 orders");
+    let mut c = install(
+        InitArgs {
+            flush_size: Some(100),
+            ..args(10_000_000_000)
+        },
+        Settings::default(),
+    );
+    let users = 20_000;
+    let user_ops: Vec<UserOrderOp> = (1..=users)
+        .map(|id| {
+            let (username, email) = fixture::user(id);
+            UserOrderOp::CreateUser { username, email }
+        })
+        .collect();
+    let order_ops: Vec<UserOrderOp> = (1..=10 * users)
+        .map(|i| {
+            let (user_id, amount) = fixture::order(i, users);
+            UserOrderOp::CreateOrder { user_id, amount }
+        })
+        .collect();
+    for ops in user_ops
+        .chunks(MAX_CLIENT_BATCH)
+        .chain(order_ops.chunks(MAX_CLIENT_BATCH))
+    {
+        let packed = serde_bytes::ByteBuf::from(packed::encode_ops(ops));
+        let exec = c.raw_update(CONTROLLER, "execute_batch_packed", (packed,));
+        let Some(reply) = exec.result.reply() else {
+            bail!("the fixture: {:?}", exec.result);
+        };
+        let outcomes = crate::engine_runs::packed_outcomes(reply, ops.len())?;
+        crate::engine_runs::ensure_all_committed("the fixture", &outcomes, ops.len())?;
+    }
+    // The fixture was written at a large budget; the ops below run at the smallest.
+    let exec = c.upgrade(Some(InitArgs {
+        flush_instruction_budget: Some(MIN_FLUSH_BUDGET),
+        ..Default::default()
+    }));
+    ensure!(!exec.result.is_trap(), "upgrade: {:?}", exec.result);
+    ensure!(
+        c.settings().flush_instruction_budget == MIN_FLUSH_BUDGET,
+        "the budget is not the smallest"
+    );
+    let mut l = Ledger::default();
+    for u in 1..=10i64 {
+        for j in 0..10 {
+            l.order(
+                &mut c,
+                CONTROLLER,
+                users as i64,
+                amount(10 * u as usize + j),
+            );
+        }
+        l.other(&mut c, CONTROLLER, "submit_delete_user_orders", u, false);
+    }
+    for u in 11..=13i64 {
+        let r: WriteResult = c.update("delete_user_orders", (u,));
+        ensure!(
+            matches!(
+                Result::from(r.clone()),
+                Ok(Outcome::Committed {
+                    rows_changed: 10,
+                    ..
+                })
+            ),
+            "delete_user_orders({u}) unbatched at the smallest budget: {r:?}"
+        );
+    }
+    out.push(l.finish(
+        &mut c,
+        "dearest op at the floor",
+        "20,000 users with 10 orders each, the smallest budget (20 M): 100 orders around 10 queued deletes of a user's orders, and 3 unbatched; each delete commits its 10 rows",
+    )?);
+
+    progress.step("reliability: a memory allocation without headroom");
+    let mut c = install(
+        InitArgs {
+            flush_size: Some(2_000),
+            ..args(10_000_000_000)
+        },
+        Settings::default(),
+    );
+    c.create_user("a");
+    let mut l = Ledger::default();
+    for i in 0..1_000 {
+        l.order(&mut c, CONTROLLER, 1, amount(i));
+    }
+    let used = c.canister.memory_usage();
+    c.canister.set_memory_limits(0, used);
+    for _ in 0..40 {
+        c.tick(SECOND);
+    }
+    let s = c.stats();
+    ensure!(
+        s.failed == 0 && s.pending == 1_000 && s.alarm.is_some(),
+        "without headroom: {s:?}"
+    );
+    c.canister.set_memory_limits(0, 0);
+    out.push(l.finish(
+        &mut c,
+        "no memory headroom",
+        "1,000 orders queued, then a memory allocation equal to the memory in use for 40 timer periods (every flush traps: the environment's fault, the probe tells): no op removed, stats answers; all commit once lifted",
+    )?);
+
+    progress.step("reliability: one writer fills its share of the key store");
+    let mut c = install(args(10_000_000_000), Settings::default());
+    c.create_user("a");
+    writer(&mut c)?;
+    let heavy: &[u8] = &[0x77, 0x22];
+    let r: AdminResult = c.update("add_writers", (vec![Principal::from_slice(heavy)],));
+    ensure!(r == AdminResult::Ok(()), "add_writers: {r:?}");
+    // 10,000 failing ops per batch, two messages in turn: about 385 KB of record each.
+    let failing: Vec<UserOrderOp> = (0..MAX_CLIENT_BATCH)
+        .map(|i| UserOrderOp::CreateOrder {
+            user_id: if i % 2 == 0 { 1 } else { 99 },
+            amount: if i % 2 == 0 { f64::NAN } else { 1.0 },
+        })
+        .collect();
+    let now = c.canister.time();
+    let mut recorded = 0u32;
+    let share_full = loop {
+        let k = BatchKey {
+            created_at_time: now,
+            id: [&recorded.to_be_bytes()[..], &[0xEE; 12]].concat(),
+        };
+        match c.update_as::<BatchResult, _>(heavy, "execute_batch", (failing.clone(), Some(k))) {
+            BatchResult::Ok(_) => recorded += 1,
+            BatchResult::Err(e) => break e,
+            other => bail!("a heavy writer's batch: {other:?}"),
+        }
+        ensure!(recorded < 200, "the heavy writer's share never filled");
+    };
+    ensure!(
+        matches!(
+            share_full,
+            WriteError::StoreFull {
+                share: StoreShare::Caller,
+                ..
+            }
+        ),
+        "the heavy writer's refusal: {share_full:?}"
+    );
+    // Another writer still records.
+    let r: BatchResult = c.update_as(
+        WRITER,
+        "execute_batch",
+        (orders(1, 5, 0), Some(key(now, 1))),
+    );
+    ensure!(
+        matches!(r, BatchResult::Ok(_)),
+        "another writer's keyed batch: {r:?}"
+    );
+    let mut l = Ledger::default();
+    for i in 0..50 {
+        l.order(&mut c, CONTROLLER, 1, amount(i));
+    }
+    // Past the window: the prune timer empties the store in messages of its own.
+    let before = c.log.len();
+    c.canister.advance_time(25 * 3_600 * SECOND);
+    for _ in 0..200 {
+        c.tick(SECOND);
+        if c.stats().keys_held == 0 {
+            break;
+        }
+    }
+    let held = c.stats().keys_held;
+    ensure!(held == 0, "{held} keys left after the window");
+    let dearest_timer = c.log[before..]
+        .iter()
+        .map(|e| e.instructions)
+        .max()
+        .unwrap_or(0);
+    ensure!(
+        dearest_timer < 2_000_000_000,
+        "a timer message after the window cost {dearest_timer} instructions"
+    );
+    let mut row = l.finish(
+        &mut c,
+        "a writer fills the key store",
+        &format!(
+            "one writer records {recorded} batches of 10,000 failed ops (about 385 KB each) until StoreFull names its share, another writer's keyed batch still commits, 50 orders; after the window the store empties, the dearest timer message {:.2} B instructions",
+            dearest_timer as f64 / 1e9
+        ),
+    )?;
+    row.acknowledged += 5;
+    row.committed += 5;
+    out.push(row);
 
     Ok(())
 }
