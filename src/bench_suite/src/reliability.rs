@@ -4,7 +4,7 @@
 //! three among 200, upgrades with thousands of pending ops, a full queue, a `COMMIT` that one op
 //! makes fail, PRAGMAs that would change the connection, a read-only database, ops whose cost
 //! varies at the largest budget, a stranger flooding an open canister, strangers calling queries
-//! as updates, the smallest budget; and, in [`careless`], a careless controller's and an
+//! as updates, the smallest budget; and, in `reliability/careless.rs`, a careless controller's and an
 //! attacker's: temporary objects, SQL on the library's tables, unsafe settings, strangers'
 //! large calls from canisters, the dearest op at the smallest budget on a large table, a
 //! memory allocation without headroom, a writer filling the key store), each run on the
