@@ -10,7 +10,7 @@ cd "$(dirname "$0")/.."
 source scripts/steps.sh
 
 step "format" "1 s" cargo fmt --all --check
-step "tools" "5 min first run, 1 s later" scripts/setup.sh all
+step "tools" "5 min first run (canbench 3.5 of them), 1 s later" scripts/setup.sh all
 # The GitHub Actions workflow, checked by actionlint (pinned, installed by setup.sh all).
 step "workflow lint" "1 s" actionlint .github/workflows/*.yml
 canister_wasms() {
@@ -20,8 +20,8 @@ canister_wasms() {
   # `cargo test`, with the generic checks on both canisters on ic-rusqlite-batch).
   scripts/build_example.sh
 }
-step "canister wasms" "4 min first run, 5 s later" canister_wasms
-step "cargo test" "15 min first run, 6 min later" cargo test --release
+step "canister wasms" "100 s first run, 30 s later" canister_wasms
+step "cargo test" "17 min first run, 6 min later" cargo test --release
 library_examples_and_packages() {
   # The library crates: their runnable examples, and the package as crates.io would get it
   # (`cargo package` builds it from its packaged sources). ic-batch-client is not packaged: it
@@ -36,10 +36,10 @@ library_examples_and_packages() {
   cargo package --locked --target-dir target/package-verify \
     -p ic-rusqlite-batch-types -p ic-rusqlite-batch-core -p ic-rusqlite-batch
 }
-step "library examples and packages" "2 min" library_examples_and_packages
+step "library examples and packages" "2 min first run, 45 s later" library_examples_and_packages
 # The JS agent and icp-cli against the server's IC HTTP interface (their own npm package; the
 # server binary and the canister wasm come from the steps above).
-step "JS agent and icp-cli" "1 min" \
+step "JS agent and icp-cli" "20 s" \
   bash -c 'cd src/pocket_ic_server/tests/agent-js && npm ci && npx tsc --noEmit && node --test'
 clippy_and_docs() {
   cargo clippy --release --all-targets -- -D warnings
@@ -49,7 +49,7 @@ clippy_and_docs() {
   RUSTDOCFLAGS="-D warnings" cargo doc --no-deps --target wasm32-wasip1 -p bench_canister --document-private-items
   RUSTDOCFLAGS="-D warnings" cargo doc --no-deps --target wasm32-wasip1 -p ic-rusqlite-batch -p notes_canister
 }
-step "clippy and docs" "4 min first run, 1 min later" clippy_and_docs
+step "clippy and docs" "5.5 min first run, 2 min later" clippy_and_docs
 # The batch client: its feature-gated transports (ic-agent, PocketIC) off-chain, its ic-cdk
 # transport and timer driver built and linted for wasm32; the TypeScript client from its
 # lockfile (type check, then node's test runner: shared packed vectors, simulated faults).
@@ -58,6 +58,6 @@ batch_clients() {
   cargo clippy --release -p ic-batch-client --no-default-features --features ic-cdk --target wasm32-wasip1 -- -D warnings
   (cd src/batch_client_ts && npm ci --no-audit --no-fund && npx tsc --noEmit && npm test)
 }
-step "batch clients" "2 min first run, 30 s later" batch_clients
+step "batch clients" "2.5 min" batch_clients
 echo
 steps_summary
