@@ -24,7 +24,7 @@ step "tools" "75 s first run, 1 s later" scripts/setup.sh
 step "canister wasm (deployable)" "1 min first run, 1 s later" scripts/build.sh
 step "canister wasm (canbench)" "15 s first run, 1 s later" canbench_wasm
 step "suite build" "7 min first run, 1 s later" cargo build --release -p bench_suite
-step "suite run ($scale scale)" "4.5 min at full scale, 1 min at CI scale" \
+step "suite run ($scale scale)" "4.5 min at full scale, less at CI scale" \
   target/release/bench-suite run --scale "$scale" --out bench
 echo
 steps_summary
