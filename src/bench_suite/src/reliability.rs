@@ -948,6 +948,30 @@ fn controller_sql(c: &mut Client, sql: &str) -> Result<Outcome> {
     Result::from(r).map_err(|e| anyhow::anyhow!("{sql}: {e:?}"))
 }
 
+/// Writes the ic-rusqlite fixture's `users` users and `orders` orders (10 per user at every
+/// scale) through client batches of the most ops a batch may hold; every op must commit.
+fn load_fixture(c: &mut Client, users: usize, orders: usize) -> Result<()> {
+    let user_ops: Vec<UserOrderOp> = (1..=users)
+        .map(|id| {
+            let (username, email) = fixture::user(id);
+            UserOrderOp::CreateUser { username, email }
+        })
+        .collect();
+    let order_ops: Vec<UserOrderOp> = (1..=orders)
+        .map(|i| {
+            let (user_id, amount) = fixture::order(i, users);
+            UserOrderOp::CreateOrder { user_id, amount }
+        })
+        .collect();
+    for ops in user_ops
+        .chunks(MAX_CLIENT_BATCH)
+        .chain(order_ops.chunks(MAX_CLIENT_BATCH))
+    {
+        packed_batch(c, ops)?;
+    }
+    Ok(())
+}
+
 /// One client batch (`execute_batch_packed`) of `ops`, every one of which must commit; its
 /// instructions.
 fn packed_batch(c: &mut Client, ops: &[UserOrderOp]) -> Result<u64> {
@@ -1039,24 +1063,7 @@ pub fn budget_floor(wasm: &Path, divisor: usize, progress: &mut Progress) -> Res
         matches!(dropped, Outcome::Committed { .. }),
         "the canister's schema has no index {index} to drop: {dropped:?}"
     );
-    let user_ops: Vec<UserOrderOp> = (1..=users)
-        .map(|id| {
-            let (username, email) = fixture::user(id);
-            UserOrderOp::CreateUser { username, email }
-        })
-        .collect();
-    let order_ops: Vec<UserOrderOp> = (1..=orders)
-        .map(|i| {
-            let (user_id, amount) = fixture::order(i, users);
-            UserOrderOp::CreateOrder { user_id, amount }
-        })
-        .collect();
-    for ops in user_ops
-        .chunks(MAX_CLIENT_BATCH)
-        .chain(order_ops.chunks(MAX_CLIENT_BATCH))
-    {
-        packed_batch(&mut c, ops)?;
-    }
+    load_fixture(&mut c, users, orders)?;
     // Fresh arguments on rows the fixture has: a new user, an order of the last user, the
     // amount of the last order, the orders of a user (a different user each time, from the
     // first, so that every delete finds its 10). The client batches write orders for the upper

@@ -14,7 +14,9 @@ use bench_api::*;
 use candid::{Encode, Principal};
 use offline_engine::{Engine, Execution, MessageResult, Program, Settings};
 
-use super::{Ledger, SECOND, ScenarioResult, WRITER, amount, args, writer};
+use super::{
+    Ledger, SECOND, ScenarioResult, WRITER, amount, args, controller_sql, load_fixture, writer,
+};
 use crate::client::{CONTROLLER, Client};
 use crate::progress::Progress;
 
@@ -82,16 +84,11 @@ fn large_argument(method: &str) -> Result<Vec<u8>> {
 }
 
 /// `execute_sql` of `sql` by the controller: whether it was refused with SQLITE_AUTH (23).
-fn refused_now(c: &mut Client, sql: &str) -> bool {
-    let statement = SqlStatement {
-        sql: sql.into(),
-        params: vec![],
-    };
-    let r: WriteResult = c.update("execute_sql", (vec![statement],));
-    matches!(
-        Result::from(r),
-        Ok(Outcome::Failed(OpError { code: 23, .. }))
-    )
+fn refused_now(c: &mut Client, sql: &str) -> Result<bool> {
+    Ok(matches!(
+        controller_sql(c, sql)?,
+        Outcome::Failed(OpError { code: 23, .. })
+    ))
 }
 
 fn key(created_at_time: u64, n: u8) -> BatchKey {
@@ -126,7 +123,7 @@ pub(super) fn run(
     c.create_user("a");
     let mut l = Ledger::default();
     for (i, sql) in TEMPORARY_OBJECTS.iter().enumerate() {
-        ensure!(refused_now(&mut c, sql), "{sql} was not refused");
+        ensure!(refused_now(&mut c, sql)?, "{sql} was not refused");
         l.sql(&mut c, sql);
         for j in 0..30 {
             l.order(&mut c, CONTROLLER, 1, amount(30 * i + j));
@@ -157,7 +154,7 @@ pub(super) fn run(
         first.push(r.outcomes().map_err(|e| anyhow::anyhow!("{e:?}"))?);
     }
     for sql in LIBRARY_TABLE_SQL {
-        ensure!(refused_now(&mut c, sql), "{sql} was not refused");
+        ensure!(refused_now(&mut c, sql)?, "{sql} was not refused");
         l.sql(&mut c, sql);
         for j in 0..10 {
             l.order(&mut c, CONTROLLER, 1, amount(100 + j));
@@ -303,30 +300,7 @@ pub(super) fn run(
         Settings::default(),
     );
     let users = 20_000;
-    let user_ops: Vec<UserOrderOp> = (1..=users)
-        .map(|id| {
-            let (username, email) = fixture::user(id);
-            UserOrderOp::CreateUser { username, email }
-        })
-        .collect();
-    let order_ops: Vec<UserOrderOp> = (1..=10 * users)
-        .map(|i| {
-            let (user_id, amount) = fixture::order(i, users);
-            UserOrderOp::CreateOrder { user_id, amount }
-        })
-        .collect();
-    for ops in user_ops
-        .chunks(MAX_CLIENT_BATCH)
-        .chain(order_ops.chunks(MAX_CLIENT_BATCH))
-    {
-        let packed = serde_bytes::ByteBuf::from(packed::encode_ops(ops));
-        let exec = c.raw_update(CONTROLLER, "execute_batch_packed", (packed,));
-        let Some(reply) = exec.result.reply() else {
-            bail!("the fixture: {:?}", exec.result);
-        };
-        let outcomes = crate::engine_runs::packed_outcomes(reply, ops.len())?;
-        crate::engine_runs::ensure_all_committed("the fixture", &outcomes, ops.len())?;
-    }
+    load_fixture(&mut c, users, 10 * users)?;
     // The fixture was written at a large budget; the ops below run at the smallest.
     let exec = c.upgrade(Some(InitArgs {
         flush_instruction_budget: Some(MIN_FLUSH_BUDGET),
