@@ -1,6 +1,9 @@
 #![doc = include_str!("../README.md")]
 #![warn(missing_docs)]
 
+pub mod declare;
+pub mod packed;
+
 use candid::{CandidType, Deserialize};
 
 /// The identifier of a queued write; ask [`TicketStatus`] with it. Issued consecutively from the

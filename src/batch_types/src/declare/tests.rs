@@ -1,0 +1,396 @@
+use candid::types::CandidType;
+use proptest::prelude::*;
+
+use super::*;
+use crate::packed::{self, PackedKey};
+
+crate::writes! {
+    /// A todo store's writes.
+    pub enum TodoWrite {
+        /// Adds a todo.
+        add_todo = "INSERT INTO todos (title, due, tag) VALUES (?1, ?2, ?3)" {
+            title: String [max 20],
+            due: Option<i64>,
+            tag: Option<Blob> [max 4],
+        },
+        /// Reprices.
+        set_weight = "UPDATE todos SET weight = ?2 WHERE id = ?1" { id: i64, weight: f64 },
+        /// Controllers only.
+        purge (controllers) = "DELETE FROM todos WHERE done = 1" {},
+    }
+}
+
+/// The same writes with `set_weight`'s parameters in another order.
+mod reordered {
+    use crate::declare::Blob;
+    crate::writes! {
+        pub enum TodoWrite {
+            add_todo = "INSERT INTO todos (title, due, tag) VALUES (?1, ?2, ?3)" {
+                title: String [max 20],
+                due: Option<i64>,
+                tag: Option<Blob> [max 4],
+            },
+            set_weight = "UPDATE todos SET weight = ?1 WHERE id = ?2" { weight: f64, id: i64 },
+            purge (controllers) = "DELETE FROM todos WHERE done = 1" {},
+        }
+    }
+}
+
+const KEY: PackedKey = PackedKey {
+    created_at_time_ns: 1_700_000_000_000_000_000,
+    id: [7; 16],
+};
+
+fn ops() -> Vec<TodoWrite> {
+    vec![
+        TodoWrite::add_todo {
+            title: "milk".into(),
+            due: Some(-5),
+            tag: None,
+        },
+        TodoWrite::set_weight {
+            id: 300,
+            weight: 1.5,
+        },
+        TodoWrite::purge {},
+        TodoWrite::add_todo {
+            title: String::new(),
+            due: None,
+            tag: Some(Blob::from(vec![1, 2])),
+        },
+    ]
+}
+
+#[test]
+fn the_declaration_is_the_macro_input() {
+    let d = TodoWrite::declaration();
+    assert_eq!(d.name, "TodoWrite");
+    let names: Vec<_> = d.writes.iter().map(|w| w.name).collect();
+    assert_eq!(names, ["add_todo", "set_weight", "purge"]);
+    assert_eq!(
+        d.writes[0].params,
+        [
+            ParamDecl {
+                name: "title",
+                kind: ParamKind::Text,
+                nullable: false,
+                max_bytes: Some(20)
+            },
+            ParamDecl {
+                name: "due",
+                kind: ParamKind::Integer,
+                nullable: true,
+                max_bytes: None
+            },
+            ParamDecl {
+                name: "tag",
+                kind: ParamKind::Blob,
+                nullable: true,
+                max_bytes: Some(4)
+            },
+        ]
+    );
+    assert_eq!(d.writes[1].access, Access::Writers);
+    assert_eq!(d.writes[2].access, Access::Controllers);
+    assert_eq!(d.index_of("purge"), Some(2));
+    assert_eq!(TodoWrite::purge {}.index(), 2);
+}
+
+#[test]
+fn the_candid_type_names_each_write_and_its_fields() {
+    let ty = TodoWrite::ty().to_string();
+    assert_eq!(
+        ty,
+        "variant {\n  purge : record {};\n  add_todo : record { due : opt int64; tag : opt blob; \
+         title : text };\n  set_weight : record { id : int64; weight : float64 };\n}",
+    );
+}
+
+#[test]
+fn a_request_reads_back_as_the_ops_parameters() {
+    let request = encode_request(&KEY, &ops());
+    let (header, body) = packed::read_header(&request).unwrap();
+    assert_eq!(header.key, KEY);
+    assert_eq!(header.digest, TodoWrite::declaration().digest);
+    assert_eq!(body, packed_ops(&ops()).as_slice());
+    let read = packed::read_ops(TodoWrite::declaration(), body, 100).unwrap();
+    let expected: Vec<_> = ops()
+        .into_iter()
+        .map(|op| packed::PackedOp {
+            write: op.index(),
+            params: op.into_params(),
+        })
+        .collect();
+    assert_eq!(read, expected);
+    assert_eq!(
+        request.len(),
+        packed::REQUEST_HEADER_BYTES + ops().iter().map(Writes::op_len).sum::<usize>()
+    );
+    // The bytes, by hand: add_todo is write 0, "milk", due present -5 (zigzag 9), tag absent.
+    assert_eq!(&body[..9], &[0, 4, b'm', b'i', b'l', b'k', 1, 9, 0]);
+}
+
+#[test]
+fn the_digest_moves_with_any_change_a_client_would_encode_differently() {
+    let d = TodoWrite::declaration();
+    assert_ne!(d.digest, reordered::TodoWrite::declaration().digest);
+    assert_eq!(d.digest, digest_of(d.writes));
+    let mut writes = d.writes.to_vec();
+    writes[2].access = Access::Writers;
+    assert_ne!(digest_of(&writes), d.digest);
+    let mut writes = d.writes.to_vec();
+    writes[1].sql = "UPDATE todos SET weight = ?2 WHERE id = ?1 AND done = 0";
+    assert_ne!(digest_of(&writes), d.digest);
+}
+
+#[test]
+fn parameters_are_checked_naming_the_op_the_write_and_the_parameter() {
+    let d = TodoWrite::declaration();
+    let long = "x".repeat(21);
+    let err = d
+        .check(
+            3,
+            0,
+            &[SqlParam::Text(long), SqlParam::Null, SqlParam::Null],
+        )
+        .unwrap_err();
+    assert_eq!(
+        err,
+        InvalidParam {
+            op: 3,
+            write: "add_todo".into(),
+            param: "title".into(),
+            reason: "21 bytes; at most 20".into(),
+        }
+    );
+    assert_eq!(
+        err.to_string(),
+        "op 3 (add_todo, parameter title): 21 bytes; at most 20"
+    );
+    let exactly = "x".repeat(20);
+    d.check(
+        0,
+        0,
+        &[
+            SqlParam::Text(exactly),
+            SqlParam::Integer(1),
+            SqlParam::Blob(vec![0; 4]),
+        ],
+    )
+    .unwrap();
+    let err = d
+        .check(
+            0,
+            0,
+            &[
+                SqlParam::Text("a".into()),
+                SqlParam::Null,
+                SqlParam::Blob(vec![0; 5]),
+            ],
+        )
+        .unwrap_err();
+    assert_eq!(
+        (err.param.as_str(), err.reason.as_str()),
+        ("tag", "5 bytes; at most 4")
+    );
+    let err = d
+        .check(1, 1, &[SqlParam::Integer(1), SqlParam::Real(f64::NAN)])
+        .unwrap_err();
+    assert_eq!(err.param, "weight");
+    assert!(err.reason.starts_with("NULL (or NaN"), "{}", err.reason);
+    let err = d
+        .check(1, 1, &[SqlParam::Text("1".into()), SqlParam::Real(1.0)])
+        .unwrap_err();
+    assert_eq!(
+        (err.param.as_str(), err.reason.as_str()),
+        ("id", "Text; Integer declared")
+    );
+    let err = d.check(1, 1, &[SqlParam::Integer(1)]).unwrap_err();
+    assert_eq!(
+        (err.param.as_str(), err.reason.as_str()),
+        ("", "1 parameters; 2 declared")
+    );
+}
+
+#[test]
+fn another_version_an_unknown_write_and_a_bad_presence_byte_are_refused_where_they_are() {
+    let d = TodoWrite::declaration();
+    let mut request = encode_request(&KEY, &ops());
+    request[0] = 2;
+    assert_eq!(
+        packed::read_header(&request).unwrap_err(),
+        packed::PackedError {
+            offset: 0,
+            what: "version 2; version 16 expected".into()
+        }
+    );
+    let err = packed::read_ops(d, &[3], 10).unwrap_err();
+    assert_eq!(err.offset, packed::REQUEST_HEADER_BYTES);
+    assert_eq!(err.what, "write index 3; the declaration has 3 writes");
+    let err = packed::read_ops(d, &[0, 1, b'a', 2], 10).unwrap_err();
+    assert_eq!(err.offset, packed::REQUEST_HEADER_BYTES + 3);
+    assert_eq!(err.what, "due: presence byte 2 (0 or 1 expected)");
+    let err = packed::read_ops(d, &[2, 2, 2], 2).unwrap_err();
+    assert_eq!(
+        (err.offset, err.what.as_str()),
+        (packed::REQUEST_HEADER_BYTES + 2, "more than 2 ops")
+    );
+    let err = packed::read_ops(d, &[0, 2, 0xff, 0xfe, 0, 0], 10).unwrap_err();
+    assert!(err.what.starts_with("title is not UTF-8"), "{}", err.what);
+}
+
+#[test]
+fn every_truncation_of_a_request_is_refused() {
+    let request = encode_request(&KEY, &ops());
+    let body_start = packed::REQUEST_HEADER_BYTES;
+    // Cutting inside the header fails the header; cutting inside an op fails its ops, unless
+    // the cut falls between two ops (then it is a shorter batch, which the digest tells apart).
+    let boundaries: Vec<usize> = {
+        let mut at = body_start;
+        let mut b = vec![at];
+        for op in ops() {
+            at += op.op_len();
+            b.push(at);
+        }
+        b
+    };
+    for cut in 0..request.len() {
+        let bytes = &request[..cut];
+        match packed::read_header(bytes) {
+            Err(e) => assert!(cut < body_start && e.offset <= cut, "cut {cut}: {e}"),
+            Ok((_, body)) => {
+                let read = packed::read_ops(TodoWrite::declaration(), body, 100);
+                assert_eq!(
+                    read.is_ok(),
+                    boundaries.contains(&cut),
+                    "cut {cut}: {read:?}"
+                );
+                if let Err(e) = read {
+                    assert!(e.offset <= cut, "cut {cut}: {e}");
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn a_reply_keeps_its_outcomes_and_packs_runs() {
+    let mut outcomes: Vec<Outcome> = (0..1_000)
+        .map(|k| Outcome::Committed {
+            rows_changed: 1,
+            last_insert_rowid: 10 + k,
+        })
+        .collect();
+    outcomes.insert(
+        500,
+        Outcome::Failed(crate::OpError {
+            code: 2067,
+            message: "UNIQUE constraint failed".into(),
+        }),
+    );
+    let bytes = packed::encode_reply(true, &outcomes);
+    assert!(bytes.len() < 60, "{} bytes", bytes.len());
+    let reply = packed::decode_reply(&bytes, outcomes.len()).unwrap();
+    assert!(reply.duplicate);
+    assert_eq!(reply.outcomes, outcomes);
+    let err = packed::decode_reply(&bytes, outcomes.len() - 1).unwrap_err();
+    assert!(
+        err.what.starts_with("a run of") || err.what.starts_with("more than"),
+        "{err}"
+    );
+    let mut flagged = bytes.clone();
+    flagged[1] = 2;
+    assert_eq!(
+        packed::decode_reply(&flagged, 2_000).unwrap_err().what,
+        "unknown flags 0x02"
+    );
+}
+
+#[test]
+fn refusals_say_what_and_where() {
+    let mismatch = BatchRefusal::DeclarationMismatch {
+        canister: Blob::from(vec![0xab; 8]),
+        request: Blob::from(vec![0x01; 8]),
+    };
+    assert_eq!(
+        mismatch.to_string(),
+        "DeclarationMismatch: the canister's writes are declaration abababababababab, the \
+         request was packed for declaration 0101010101010101"
+    );
+    let malformed: BatchRefusal = packed::PackedError {
+        offset: 40,
+        what: "x".into(),
+    }
+    .into();
+    assert_eq!(
+        malformed,
+        BatchRefusal::Malformed {
+            offset: 40,
+            what: "x".into()
+        }
+    );
+}
+
+fn arb_op() -> impl Strategy<Value = TodoWrite> {
+    prop_oneof![
+        (
+            ".{0,8}",
+            any::<Option<i64>>(),
+            proptest::option::of(proptest::collection::vec(any::<u8>(), 0..4))
+        )
+            .prop_map(|(title, due, tag)| TodoWrite::add_todo {
+                title,
+                due,
+                tag: tag.map(Blob::from)
+            }),
+        (
+            any::<i64>(),
+            any::<f64>().prop_filter("not NaN", |x| !x.is_nan())
+        )
+            .prop_map(|(id, weight)| TodoWrite::set_weight { id, weight }),
+        Just(TodoWrite::purge {}),
+    ]
+}
+
+proptest! {
+    #[test]
+    fn any_ops_read_back_exactly(ops in proptest::collection::vec(arb_op(), 0..20)) {
+        let request = encode_request(&KEY, &ops);
+        let (_, body) = packed::read_header(&request).unwrap();
+        let read = packed::read_ops(TodoWrite::declaration(), body, ops.len()).unwrap();
+        prop_assert_eq!(read.len(), ops.len());
+        for (op, read) in ops.into_iter().zip(read) {
+            prop_assert_eq!(read.write, op.index());
+            prop_assert_eq!(read.params, op.into_params());
+        }
+    }
+
+    #[test]
+    fn random_bytes_are_read_or_refused_never_a_panic(bytes in proptest::collection::vec(any::<u8>(), 0..80)) {
+        let d = TodoWrite::declaration();
+        if let Ok(ops) = packed::read_ops(d, &bytes, 64) {
+            // What reads back is what the declaration would pack: the same bytes.
+            let mut again = Vec::new();
+            for op in &ops {
+                packed::put_uint(&mut again, op.write as u64);
+                for (param, value) in d.writes[op.write].params.iter().zip(&op.params) {
+                    if param.nullable {
+                        again.push(u8::from(*value != SqlParam::Null));
+                    }
+                    match value {
+                        SqlParam::Null => {}
+                        SqlParam::Integer(n) => packed::put_sint(&mut again, *n),
+                        SqlParam::Real(x) => again.extend_from_slice(&x.to_le_bytes()),
+                        SqlParam::Text(t) => packed::put_text(&mut again, t),
+                        SqlParam::Blob(b) => packed::put_bytes(&mut again, b),
+                    }
+                }
+            }
+            // Read again, the minimal encoding of what was read gives the same ops.
+            prop_assert!(again.len() <= bytes.len());
+            prop_assert_eq!(packed::read_ops(d, &again, 64).unwrap(), ops);
+        }
+        let _ = packed::decode_reply(&bytes, 64);
+        let _ = packed::read_header(&bytes);
+    }
+}
