@@ -154,3 +154,110 @@ fn custom_sections_and_metadata_survive() {
     );
     wasmparser::validate(&out.wasm).unwrap();
 }
+
+/// A module exercising every kind of injected code: stores of every width (with and without a
+/// static offset), `memory.fill/copy/init`, `table.fill/copy/init`, loops and branches, calls of
+/// an import, indirect and tail calls, a start function and mutable globals. `ADDR` is the
+/// address type (`i32` or `i64`); `TABLE_OPS` is [`TABLE_OPS`] in wasm32 and nothing in wasm64,
+/// where the size operand of a table operation is charged as an i64 although tables stay 32-bit
+/// (the module would not validate).
+const EVERY_INJECTION: &str = r#"(module
+  (import "ic0" "msg_reply" (func $reply))
+  (type $t (func (param ADDR)))
+  (memory ADDR 1)
+  (table 4 funcref)
+  (elem declare func $stores)
+  (global $g (mut i32) (i32.const 0))
+  (data $d "abcd")
+  (func $stores (param $a ADDR) (local $v v128)
+    (i32.store (local.get $a) (i32.const 1))
+    (i32.store8 offset=1 (local.get $a) (i32.const 2))
+    (i32.store16 offset=4097 (local.get $a) (i32.const 3))
+    (i64.store (local.get $a) (i64.const 4))
+    (i64.store8 offset=2 (local.get $a) (i64.const 5))
+    (i64.store16 (local.get $a) (i64.const 6))
+    (i64.store32 offset=65536 (local.get $a) (i64.const 7))
+    (f32.store (local.get $a) (f32.const 8))
+    (f64.store offset=8 (local.get $a) (f64.const 9))
+    (v128.store (local.get $a) (local.get $v))
+    (v128.store8_lane 3 (local.get $a) (local.get $v))
+    (v128.store64_lane offset=16 1 (local.get $a) (local.get $v)))
+  (func $bulk (param $a ADDR)
+    (memory.fill (local.get $a) (i32.const 7) (ADDR.const 100))
+    (memory.copy (local.get $a) (ADDR.const 0) (ADDR.const 9000))
+    (memory.init $d (local.get $a) (i32.const 0) (i32.const 4))
+    TABLE_OPS
+    (global.set $g (i32.add (global.get $g) (i32.const 1))))
+  (func $control (param $a ADDR) (local $i i32)
+    (loop $l
+      (call $stores (local.get $a))
+      (call $reply)
+      (call_indirect (type $t) (local.get $a) (i32.const 0))
+      (br_if $l (i32.lt_u (local.tee $i (i32.add (local.get $i) (i32.const 1))) (i32.const 3))))
+    (if (i32.eqz (local.get $i)) (then (unreachable)) (else nop))
+    (return_call $bulk (local.get $a)))
+  (func $tail_import (return_call $reply))
+  (func $start (call $control (ADDR.const 0)))
+  (start $start))"#;
+
+const TABLE_OPS: &str = "(table.fill (i32.const 0) (ref.func $stores) (i32.const 2))
+    (table.copy (i32.const 1) (i32.const 0) (i32.const 1))";
+
+/// SHA-256 of the instrumented module, hex.
+fn instrumented_sha256(wat: &str, profile: bool) -> String {
+    use sha2::Digest;
+    let wasm = wat::parse_str(wat).unwrap();
+    wasmparser::Validator::new_with_features(wasmparser::WasmFeatures::all())
+        .validate_all(&wasm)
+        .unwrap();
+    let out = instrument_with(&wasm, &accept_all, Options { profile }).unwrap();
+    wasmparser::Validator::new_with_features(wasmparser::WasmFeatures::all())
+        .validate_all(&out.wasm)
+        .unwrap();
+    hex::encode(sha2::Sha256::digest(&out.wasm))
+}
+
+/// The instrumented bytes are pinned: a change to the injected code (a charge, a local, the
+/// order of the injected calls or sections) changes what the canister pays or how the engine
+/// reads it, so it must show here and be deliberate. Update the digests only with a change that
+/// means to move them.
+#[test]
+fn instrumented_bytes_are_pinned() {
+    let cases = [
+        (
+            "i32",
+            false,
+            "e9bda9360fdaf6e0d01ef9529594dc64c9ed63805d579883f760402c7382dec1",
+        ),
+        (
+            "i32",
+            true,
+            "3236f6aa069ff8b6bb57ba5817a7cae6a27f30cef5d659b473115005bddd8679",
+        ),
+        (
+            "i64",
+            false,
+            "4463ca6a2e1476bdb015b853e198fc29d074d427f8567bbcc599138bd510cad7",
+        ),
+        (
+            "i64",
+            true,
+            "399b676c0ceb55908967ca321e88135599885b00375f841594bfc425cbc0ca03",
+        ),
+    ];
+    let got: Vec<(&str, bool, String)> = cases
+        .iter()
+        .map(|&(addr, profile, _)| {
+            let table_ops = if addr == "i32" { TABLE_OPS } else { "" };
+            let wat = EVERY_INJECTION
+                .replace("ADDR", addr)
+                .replace("TABLE_OPS", table_ops);
+            (addr, profile, instrumented_sha256(&wat, profile))
+        })
+        .collect();
+    let want: Vec<(&str, bool, String)> = cases
+        .iter()
+        .map(|&(addr, profile, digest)| (addr, profile, digest.to_string()))
+        .collect();
+    assert_eq!(got, want);
+}
