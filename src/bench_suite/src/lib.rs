@@ -14,7 +14,8 @@
 //!   (the CI check of `bench/baseline-ci.json`); [`canbench_check`]: the CI gate of the results
 //!   real canbench writes through `offline-pocket-ic`; [`pr_summary`]: their short Markdown
 //!   summary for a pull request.
-//! - [`suite`]: runs it all and collects the figures.
+//! - [`suite`]: runs it all and collects the figures; [`commands`]: one module per `bench-suite`
+//!   command.
 //! - [`pocket_ic_runs`]: the message-level runs through the `pocket-ic` client, against
 //!   `offline-pocket-ic` or a real PocketIC (`bench-suite messages`).
 #![deny(missing_docs)]
@@ -24,6 +25,7 @@ pub mod call_profile;
 pub mod canbench_check;
 pub mod charts;
 pub mod client;
+pub mod commands;
 pub mod engine_runs;
 pub mod estimate;
 pub mod fees;

@@ -1,0 +1,98 @@
+//! `bench-suite canbench-check`: the CI gate of the canbench results, run by the real canbench
+//! through offline-pocket-ic ([`crate::canbench_check`] does the work; this prints it).
+
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+use anyhow::Result;
+
+use super::{exit_code, write_gate_summary};
+use crate::canbench_check::{CheckOptions, CheckOutcome};
+use crate::engine_runs::ENGINE_LABEL;
+use crate::pr_summary::{GateSummary, full_table_link};
+use crate::progress::Progress;
+use crate::regression;
+
+/// Runs the gate on the repository in the working directory with canbench configuration
+/// `config` through `runner` (also `--instruction-tracing` of the benchmarks named by `trace`),
+/// prints its table and verdict, and writes the pull request's summary to `summary` if given.
+pub fn run(
+    config: PathBuf,
+    runner: PathBuf,
+    threshold: f64,
+    trace: Option<String>,
+    summary: Option<&Path>,
+    progress: &mut Progress,
+) -> Result<ExitCode> {
+    let options = CheckOptions {
+        repo: PathBuf::from("."),
+        config,
+        runner,
+        threshold,
+        trace,
+    };
+    let outcome = crate::canbench_check::run(&options, progress)?;
+    println!(
+        "\ncanbench results against the committed ones (engine: {ENGINE_LABEL}, noise threshold {threshold}%):\n"
+    );
+    println!("{}", regression::render_table(&outcome.changes, threshold));
+    if outcome.mismatches.is_empty() {
+        println!("Every figure equals the engine's direct run of the same benchmarks.");
+    } else {
+        println!("Figures that differ from the engine's direct run:");
+        for m in &outcome.mismatches {
+            println!("  {m}");
+        }
+    }
+    for svg in &outcome.missing_flamegraphs {
+        println!("No fresh flamegraph: {svg}");
+    }
+    if let Some(path) = summary {
+        let other = other_failures(&outcome);
+        let context = format!(
+            "canbench 0.7.0 through offline-pocket-ic (engine: {ENGINE_LABEL}), every figure it reports against the \
+             `canbench_results.offline.yml` committed at HEAD."
+        );
+        write_gate_summary(
+            path,
+            &GateSummary {
+                gate: "canbench gate",
+                context: &context,
+                changes: &outcome.changes,
+                threshold_pct: threshold,
+                other_failures: &other,
+                full_table: &full_table_link("the output of `scripts/check_canbench.sh`"),
+                update_hint: "scripts/canbench.sh --persist",
+            },
+        )?;
+    }
+    println!(
+        "Wall time: canbench through offline-pocket-ic {:.1} s (including its build_cmd); \
+         the engine's direct run of the same benchmarks {:.1} s.",
+        outcome.canbench_seconds, outcome.direct_seconds
+    );
+    if outcome.passed() {
+        println!("OK: the committed canbench results are up to date.");
+    } else {
+        println!(
+            "FAILED: the committed canbench results are not up to date. If the change is intended, \
+             run `scripts/canbench.sh --persist` and commit the results file with it."
+        );
+    }
+    Ok(exit_code(outcome.passed()))
+}
+
+/// The gate's failures besides moved figures, one line each.
+fn other_failures(outcome: &CheckOutcome) -> Vec<String> {
+    outcome
+        .mismatches
+        .iter()
+        .map(|m| format!("differs from the engine's direct run: {m}"))
+        .chain(
+            outcome
+                .missing_flamegraphs
+                .iter()
+                .map(|f| format!("no fresh flamegraph: {f}")),
+        )
+        .collect()
+}
