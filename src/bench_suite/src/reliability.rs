@@ -16,19 +16,22 @@
 //! Lost, altered and failed without a cause must be 0.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
+use std::ops::Range;
 use std::path::Path;
 
 use anyhow::{Result, bail, ensure};
 use bench_api::schema;
 use bench_api::*;
 use candid::Principal;
-use offline_engine::{Engine, EngineConfig, InstructionLimits, Settings, SubnetKind};
+use offline_engine::{Engine, EngineConfig, InstructionLimits, Program, Settings, SubnetKind};
 use serde::{Deserialize, Serialize};
 
+use crate::analysis::fmt_u;
 use crate::client::{CONTROLLER, Client, STRANGER, program_at};
 use crate::progress::Progress;
 
 mod careless;
+mod scenarios;
 
 /// One second of engine time: the flush timer's period in the scenarios.
 const SECOND: u64 = 1_000_000_000;
@@ -106,6 +109,10 @@ struct Ledger {
     /// The scenario's culprits: ops that may fail for a cause of their own.
     culprits: HashSet<Ticket>,
     refused: u64,
+    /// Orders of one user (user, orders) that keyed client batches committed outside the
+    /// queue: acknowledged and committed, and every order of that user stored beyond them and
+    /// the queued ones counts as applied twice.
+    keyed: Option<(i64, u64)>,
 }
 
 impl Ledger {
@@ -121,6 +128,32 @@ impl Ledger {
             }
             Err(e) => panic!("submit_create_order: {e:?}"),
         }
+    }
+
+    /// The controller's orders of user 1, with the amounts of `range`.
+    fn orders(&mut self, c: &mut Client, range: Range<usize>) {
+        self.orders_as(c, CONTROLLER, 1, range);
+    }
+
+    /// Orders of `user_id` by `caller`, with the amounts of `range`.
+    fn orders_as(&mut self, c: &mut Client, caller: &[u8], user_id: i64, range: Range<usize>) {
+        for i in range {
+            self.order(c, caller, user_id, amount(i));
+        }
+    }
+
+    /// The controller's order of `user_id` (amount 1.0) whose stored bits are not checked: it
+    /// fails, or a later delete removes it. Its ticket.
+    fn unchecked_order(&mut self, c: &mut Client, user_id: i64) -> Result<Ticket> {
+        let r = c.submit_as(CONTROLLER, "submit_create_order", (user_id, 1.0f64));
+        let ticket = Result::from(r).map_err(|e| anyhow::anyhow!("{e:?}"))?;
+        self.tickets.push(ticket);
+        Ok(ticket)
+    }
+
+    /// `orders` orders of `user_id` that keyed client batches committed.
+    fn keyed(&mut self, user_id: i64, orders: u64) {
+        self.keyed = Some((user_id, orders));
     }
 
     /// A controller's SQL op, a culprit.
@@ -210,17 +243,25 @@ impl Ledger {
                 .filter(|(rowid, amount)| stored.get(rowid) != Some(&stored_bits(*amount)))
                 .count() as u64;
         }
+        let (mut acknowledged, mut applied_twice) = (self.tickets.len() as u64, 0);
+        if let Some((user, keyed)) = self.keyed {
+            let queued = self.orders.values().filter(|(u, _)| *u == user).count() as u64;
+            let stored = c.orders_of(user).len() as u64;
+            applied_twice = stored.saturating_sub(keyed + queued);
+            acknowledged += keyed;
+            committed += keyed;
+        }
         Ok(ScenarioResult {
             name: name.into(),
             description: description.into(),
-            acknowledged: self.tickets.len() as u64,
+            acknowledged,
             committed,
             failed,
             failed_without_cause,
             lost,
             altered,
             refused: self.refused,
-            applied_twice: 0,
+            applied_twice,
             trapped: c.traps().len() as u64,
             rounds_to_drain: rounds,
         })
@@ -275,470 +316,191 @@ fn limited(limit: u64) -> Settings {
     }
 }
 
-/// Runs every scenario on the deployable wasm at `wasm`.
+/// Budget of the scenarios that no ordinary flush comes near (10 B).
+const LARGE_BUDGET: u64 = 10_000_000_000;
+
+/// The canister a scenario starts from.
+#[derive(Clone, Copy)]
+struct Setup {
+    /// Its install arguments.
+    args: fn() -> InitArgs,
+    /// Its update (and timer) message limit when smaller than an application subnet's.
+    message_limit: Option<u64>,
+    /// Users the controller creates first, by name.
+    users: &'static [&'static str],
+    /// Whether [`WRITER`] is registered.
+    writer: bool,
+}
+
+/// Most scenarios' canister: the large budget, one user, no writer.
+const PLAIN: Setup = Setup {
+    args: || args(LARGE_BUDGET),
+    message_limit: None,
+    users: &["a"],
+    writer: false,
+};
+
+/// The engine and the wasm the scenarios install.
+struct Lab<'a> {
+    engine: &'a Engine,
+    program: &'a Program,
+}
+
+/// Values a scenario measured, by the name of their placeholder in its description.
+type Notes = Vec<(&'static str, String)>;
+
+/// One scenario: one row of the table.
+struct Scenario {
+    /// Short name.
+    name: &'static str,
+    /// What was done; `{name}` stands for the value `act` notes under that name.
+    description: &'static str,
+    /// The progress line.
+    step: &'static str,
+    /// The canister it starts from.
+    setup: Setup,
+    /// What is done, with the checks along the way (an error if one fails); once it returns,
+    /// the queue drains and the ledger is counted.
+    act: fn(&Lab, &mut Client, &mut Ledger) -> Result<Notes>,
+}
+
+/// Installs the canister of `setup`.
+fn install(lab: &Lab, setup: &Setup) -> Result<Client> {
+    let settings = setup.message_limit.map_or_else(Settings::default, limited);
+    let mut c = Client::install_program(lab.engine, lab.program, (setup.args)(), settings);
+    for name in setup.users {
+        c.create_user(name);
+    }
+    if setup.writer {
+        writer(&mut c)?;
+    }
+    Ok(c)
+}
+
+/// Runs `s` on a canister of its own: its row.
+fn run(lab: &Lab, s: &Scenario, progress: &mut Progress) -> Result<ScenarioResult> {
+    progress.step(&format!("reliability: {}", s.step));
+    let mut c = install(lab, &s.setup)?;
+    let mut l = Ledger::default();
+    let notes = (s.act)(lab, &mut c, &mut l)?;
+    let description = notes
+        .iter()
+        .fold(s.description.to_owned(), |d, (name, value)| {
+            d.replace(&format!("{{{name}}}"), value)
+        });
+    l.finish(&mut c, s.name, &description)
+}
+
+/// Runs every scenario on the deployable wasm at `wasm`, in the order of the table.
 pub fn run_all(wasm: &Path, progress: &mut Progress) -> Result<Vec<ScenarioResult>> {
     let engine = Engine::new(EngineConfig::default())?;
     let program = program_at(&engine, wasm);
-    let install = |args: InitArgs, settings: Settings| {
-        Client::install_program(&engine, &program, args, settings)
+    let lab = Lab {
+        engine: &engine,
+        program: &program,
     };
-    let mut out = Vec::new();
-
-    progress.step("reliability: heavy op among 200 writes");
-    let mut c = install(args(100_000_000), Settings::default());
-    c.create_user("a");
-    let mut l = Ledger::default();
-    for i in 0..100 {
-        l.order(&mut c, CONTROLLER, 1, amount(i));
-    }
-    l.sql(&mut c, ENDLESS_INSERT);
-    for i in 100..200 {
-        l.order(&mut c, CONTROLLER, 1, amount(i));
-    }
-    out.push(l.finish(
-        &mut c,
-        "heavy op",
-        "200 orders around a controller's endless insert (flush budget 100 M: interrupted at 200 M)",
-    )?);
-
-    progress.step("reliability: heavy delete built by a stranger");
-    let budget = MIN_FLUSH_BUDGET;
-    let mut c = install(
-        InitArgs {
-            write_access: Some(WriteAccess::Open),
-            ..args(budget)
-        },
-        Settings::default(),
-    );
-    let _ = c.write_as(STRANGER, "create_user", ("target", "t@example.com"));
-    let _ = c.write_as(STRANGER, "create_user", ("other", "o@example.com"));
-    for _ in 0..200 {
-        let ops = vec![
-            UserOrderOp::CreateOrder {
-                user_id: 1,
-                amount: 1.0
-            };
-            100
-        ];
-        let r: BatchResult = c.update_as(STRANGER, "execute_batch", (ops,));
-        ensure!(Result::from(r).is_ok(), "a client batch was refused");
-    }
-    let mut l = Ledger::default();
-    for i in 0..50 {
-        l.order(&mut c, STRANGER, 2, amount(i));
-    }
-    l.other(&mut c, STRANGER, "submit_delete_user_orders", 1, true);
-    for i in 50..100 {
-        l.order(&mut c, STRANGER, 2, amount(i));
-    }
-    out.push(l.finish(
-        &mut c,
-        "stranger's heavy delete",
-        "open mode: 20,000 orders of one user, then their delete among 100 other orders (the smallest budget, 20 M)",
-    )?);
-
-    progress.step("reliability: an op that makes every flush trap");
-    let mut c = install(args(100_000_000), limited(1_000_000_000));
-    c.create_user("a");
-    let mut l = Ledger::default();
-    for i in 0..50 {
-        l.order(&mut c, CONTROLLER, 1, amount(i));
-    }
-    l.sql(&mut c, UNINTERRUPTIBLE);
-    for i in 50..100 {
-        l.order(&mut c, CONTROLLER, 1, amount(i));
-    }
-    out.push(l.finish(
-        &mut c,
-        "trapping op",
-        "100 orders around one SQLite operation longer than the message limit (1 B here): the watchdog removes it",
-    )?);
-
-    progress.step("reliability: a trapping op at the tail of 1,000, submits going on");
-    let mut c = install(
-        InitArgs {
-            flush_size: Some(100),
-            ..args(100_000_000)
-        },
-        limited(1_000_000_000),
-    );
-    c.create_user("a");
-    writer(&mut c)?;
-    let mut l = Ledger::default();
-    for i in 0..1_000 {
-        l.order(&mut c, WRITER, 1, amount(i));
-    }
-    l.sql(&mut c, UNINTERRUPTIBLE);
-    for i in 1_000..1_300 {
-        l.order(&mut c, WRITER, 1, amount(i));
-        if i % 50 == 0 {
-            c.tick(SECOND);
-        }
-    }
-    out.push(l.finish(
-        &mut c,
-        "trapping op at the tail",
-        "1,000 orders, one SQLite operation longer than the message limit (1 B), then 300 more submitted during the stall (flush size 100)",
-    )?);
-
-    progress.step("reliability: three trapping ops among 200");
-    let mut c = install(
-        InitArgs {
-            flush_size: Some(50),
-            ..args(100_000_000)
-        },
-        limited(1_000_000_000),
-    );
-    c.create_user("a");
-    writer(&mut c)?;
-    let mut l = Ledger::default();
-    for i in 0..200 {
-        if i == 40 || i == 110 || i == 170 {
-            l.sql(&mut c, UNINTERRUPTIBLE);
-        }
-        l.order(&mut c, WRITER, 1, amount(i));
-    }
-    out.push(l.finish(
-        &mut c,
-        "three trapping ops",
-        "200 orders with three SQLite operations longer than the message limit (1 B) among them (flush size 50)",
-    )?);
-
-    progress.step("reliability: three upgrades with 10,000 pending ops");
-    let mut c = install(args(10_000_000_000), Settings::default());
-    c.create_user("a");
-    let mut l = Ledger::default();
-    for i in 0..10_000 {
-        l.order(&mut c, CONTROLLER, 1, amount(i));
-    }
-    l.sql(&mut c, ENDLESS_INSERT);
-    for _ in 0..3 {
-        ensure!(!c.upgrade(None).result.is_trap(), "an upgrade trapped");
-    }
-    out.push(l.finish(
-        &mut c,
-        "upgrades",
-        "10,000 pending orders (±inf, −0.0, subnormals, extremes) and a heavy op through three upgrades",
-    )?);
-
-    progress.step("reliability: a full queue");
-    let order_bytes = schema::INSERT_ORDER.len() as u64 + 16 + 8 + 8;
-    let mut c = install(
-        InitArgs {
-            max_pending_bytes: Some(100 * order_bytes),
-            ..args(10_000_000_000)
-        },
-        Settings::default(),
-    );
-    c.create_user("a");
-    let mut l = Ledger::default();
-    for i in 0..300 {
-        l.order(&mut c, CONTROLLER, 1, amount(i));
-    }
-    ensure!(l.refused == 200, "{} submits refused", l.refused);
-    out.push(l.finish(
-        &mut c,
-        "full queue",
-        "300 orders into a queue that holds 100 (in bytes): 200 refused with QueueBytesFull, never acknowledged",
-    )?);
-
-    progress.step("reliability: a COMMIT that one op makes fail");
-    let mut c = install(args(10_000_000_000), Settings::default());
-    c.create_user("a");
-    let deferred = SqlStatement {
-        sql: "CREATE TABLE deferred (user_id INTEGER REFERENCES users(user_id) \
-              DEFERRABLE INITIALLY DEFERRED)"
-            .into(),
-        params: vec![],
-    };
-    let r: WriteResult = c.update("execute_sql", (vec![deferred],));
-    ensure!(Result::from(r).is_ok(), "creating the deferred table");
-    let mut l = Ledger::default();
-    for i in 0..100 {
-        l.order(&mut c, CONTROLLER, 1, amount(i));
-    }
-    l.sql(&mut c, "INSERT INTO deferred VALUES (42)");
-    for i in 100..200 {
-        l.order(&mut c, CONTROLLER, 1, amount(i));
-    }
-    out.push(l.finish(
-        &mut c,
-        "failing COMMIT",
-        "200 orders around an insert that violates a deferred foreign key: flushes halve until it fails alone",
-    )?);
-
-    progress.step("reliability: PRAGMAs that would change the connection");
-    let mut c = install(args(10_000_000_000), Settings::default());
-    c.create_user("a");
-    let mut l = Ledger::default();
-    for (i, pragma) in PRAGMAS.iter().enumerate() {
-        // Executed now and queued: refused both ways, nothing happens.
-        let statement = SqlStatement {
-            sql: (*pragma).into(),
-            params: vec![],
-        };
-        let r: WriteResult = c.update("execute_sql", (vec![statement],));
-        ensure!(
-            matches!(
-                Result::from(r),
-                Ok(Outcome::Failed(OpError { code: 23, .. }))
-            ),
-            "{pragma} was not refused"
-        );
-        l.sql(&mut c, pragma);
-        for j in 0..50 {
-            l.order(&mut c, CONTROLLER, 1, amount(50 * i + j));
-        }
-        // An order of a missing user: it fails for its own cause (787) only if foreign keys
-        // are still on.
-        l.other(&mut c, CONTROLLER, "submit_delete_user_orders", 99, false);
-        let r = c.submit_as(CONTROLLER, "submit_create_order", (99i64, 1.0f64));
-        let ticket = Result::from(r).map_err(|e| anyhow::anyhow!("{e:?}"))?;
-        l.tickets.push(ticket);
-        l.culprits.insert(ticket);
-        c.tick(SECOND);
-        ensure!(
-            matches!(
-                c.ticket(ticket),
-                TicketStatus::Failed(OpError { code: 787, .. })
-            ),
-            "after {pragma}, an order of a missing user: {:?}",
-            c.ticket(ticket)
-        );
-    }
-    out.push(l.finish(
-        &mut c,
-        "PRAGMAs",
-        "foreign_keys = OFF, = ON, writable_schema = 1, query_only = 1, each executed and queued among 50 orders: refused (code 23); an order of a missing user still fails (787)",
-    )?);
-
-    progress.step("reliability: a read-only database for 60 periods");
-    let mut c = install(args(10_000_000_000), Settings::default());
-    c.create_user("a");
-    let mut l = Ledger::default();
-    for i in 0..100 {
-        l.order(&mut c, CONTROLLER, 1, amount(i));
-    }
-    let r: AdminResult = c.update("set_read_only", (true,));
-    ensure!(r == AdminResult::Ok(()), "set_read_only: {r:?}");
-    for i in 100..200 {
-        l.order(&mut c, CONTROLLER, 1, amount(i));
-        if i % 2 == 0 {
-            c.tick(SECOND);
-        }
-    }
-    for _ in 0..10 {
-        c.tick(SECOND);
-    }
-    let s = c.stats();
-    ensure!(
-        s.failed == 0 && s.pending == 200 && s.alarm.is_some(),
-        "while read-only: {s:?}"
-    );
-    let r: AdminResult = c.update("set_read_only", (false,));
-    ensure!(r == AdminResult::Ok(()), "set_read_only: {r:?}");
-    out.push(l.finish(
-        &mut c,
-        "read-only database",
-        "200 orders, read-only for 60 timer periods while the last 100 arrive: every flush fails at BEGIN, no op fails; all commit once writable",
-    )?);
-
-    progress.step("reliability: ops of varying cost at the largest budget");
-    let (c, l, _) = varying_cost_run(&engine, &program, 200_000_000, 240)?;
-    let mut c = c;
-    out.push(l.finish(
-        &mut c,
-        "varying cost",
-        "240 controller inserts costing 0 to 1.3 budgets at random, at the largest budget for a 200 M message limit (53 M): re-application keeps the flush's deadline",
-    )?);
-
-    progress.step("reliability: a stranger floods an open canister");
-    let mut c = install(
-        InitArgs {
-            write_access: Some(WriteAccess::Open),
-            flush_size: Some(100),
-            max_pending: Some(1_000),
-            outcome_capacity: Some(1_000),
-            ..args(10_000_000_000)
-        },
-        Settings::default(),
-    );
-    c.create_user("a");
-    let mut l = Ledger::default();
-    for i in 0..10 {
-        l.order(&mut c, WRITER, 1, amount(i));
-    }
-    let victims = l.tickets.clone();
-    c.tick(SECOND);
-    for _ in 0..10_000 {
-        l.other(
-            &mut c,
-            STRANGER,
-            "submit_delete_user_orders",
-            999_999,
-            false,
-        );
-    }
-    for t in &victims {
-        ensure!(
-            matches!(c.ticket_as(WRITER, *t), TicketStatus::Committed { .. }),
-            "the victim's ticket {t}: {:?}",
-            c.ticket_as(WRITER, *t)
-        );
-        ensure!(
-            c.ticket_as(STRANGER, *t) == TicketStatus::NotYours,
-            "a stranger read ticket {t}"
-        );
-    }
-    out.push(l.finish(
-        &mut c,
-        "stranger's flood",
-        "open mode, 1,000 outcomes kept: 10 orders by a writer, then 10,000 no-op submits by a stranger; the writer's outcomes stay, the stranger's evicted ones still say they committed",
-    )?);
-
-    progress.step("reliability: strangers");
-    let mut c = install(args(10_000_000_000), Settings::default());
-    c.create_user("a");
-    let mut l = Ledger::default();
-    for i in 0..1_000 {
-        let exec = c.raw_update(STRANGER, "submit_create_order", (1i64, amount(i)));
-        ensure!(exec.result.reply().is_none(), "a stranger was let in");
-        l.refused += 1;
-    }
-    for i in 0..100 {
-        l.order(&mut c, CONTROLLER, 1, amount(i));
-    }
-    out.push(l.finish(
-        &mut c,
-        "strangers",
-        "1,000 writes by a stranger (restricted mode), then 100 by the controller",
-    )?);
-
-    progress.step("reliability: queries called as updates");
-    let mut c = install(args(10_000_000_000), Settings::default());
-    c.create_user("a");
-    let mut l = Ledger::default();
-    for i in 0..100 {
-        let method = [
-            "user_orders",
-            "ticket_status",
-            "ticket_statuses",
-            "stats",
-            "counts",
-        ][i % 5];
-        let exec = c.raw_update(STRANGER, method, (i64::MAX, u32::MAX));
-        ensure!(
-            exec.entry == "canister_inspect_message" && exec.billed_instructions == 0,
-            "{method} as an update ran: {:?}",
-            exec.result
-        );
-        l.refused += 1;
-    }
-    for i in 0..100 {
-        l.order(&mut c, CONTROLLER, 1, amount(i));
-    }
-    out.push(l.finish(
-        &mut c,
-        "queries as updates",
-        "100 query calls by a stranger as updates (user_orders of everything among them): refused before they run, nothing billed",
-    )?);
-
-    progress.step("reliability: the smallest budget");
-    let mut c = install(
-        InitArgs {
-            flush_size: Some(100),
-            max_pending: Some(1_000),
-            outcome_capacity: Some(1_000),
-            ..args(MIN_FLUSH_BUDGET)
-        },
-        Settings::default(),
-    );
-    for u in 0..10 {
-        c.create_user(&format!("u{u}"));
-    }
-    let mut l = Ledger::default();
-    for round in 0..3 {
-        ensure!(!c.upgrade(None).result.is_trap(), "an upgrade trapped");
-        for i in 0..100 {
-            let n = 100 * round + i;
-            // Orders of users 1-5 are kept and checked; users 6-10 get orders that are deleted.
-            let (kept, deleted) = ((n % 5 + 1) as i64, (n % 5 + 6) as i64);
-            match i % 4 {
-                0 => l.order(&mut c, CONTROLLER, kept, amount(n)),
-                1 => {
-                    let r = c.submit_as(CONTROLLER, "submit_create_order", (deleted, 1.0f64));
-                    let ticket = Result::from(r).map_err(|e| anyhow::anyhow!("{e:?}"))?;
-                    l.tickets.push(ticket);
-                }
-                2 => l.other(
-                    &mut c,
-                    CONTROLLER,
-                    "submit_delete_user_orders",
-                    deleted,
-                    false,
-                ),
-                _ => l.ordinary_sql(
-                    &mut c,
-                    &format!("UPDATE users SET username = 'u{n}' WHERE user_id = {kept}"),
-                ),
-            }
-        }
-    }
-    ensure!(
-        install_refused(&engine, &program, MIN_FLUSH_BUDGET - 1),
-        "a budget below the floor was accepted"
-    );
-    out.push(l.finish(
-        &mut c,
-        "smallest budget",
-        "300 ordinary ops at the smallest budget (20 M), each hundred first after an upgrade; one less is refused at install",
-    )?);
-
-    careless::run(&engine, &program, progress, &mut out)?;
-    Ok(out)
+    scenarios::SCENARIOS
+        .iter()
+        .chain(&careless::SCENARIOS)
+        .map(|s| run(&lab, s, progress))
+        .collect()
 }
 
 /// Registers [`WRITER`].
 fn writer(c: &mut Client) -> Result<()> {
-    let r: AdminResult = c.update("add_writers", (vec![Principal::from_slice(WRITER)],));
+    add_writer(c, WRITER)
+}
+
+/// Registers `principal` as a writer.
+fn add_writer(c: &mut Client, principal: &[u8]) -> Result<()> {
+    let r: AdminResult = c.update("add_writers", (vec![Principal::from_slice(principal)],));
     ensure!(r == AdminResult::Ok(()), "add_writers: {r:?}");
     Ok(())
 }
 
-/// Whether installing with `budget` is refused.
-fn install_refused(engine: &Engine, program: &offline_engine::Program, budget: u64) -> bool {
-    let arg = match candid::encode_one(Some(args(budget))) {
+/// Upgrades the canister with its arguments; an error if the upgrade trapped.
+fn upgrade(c: &mut Client) -> Result<()> {
+    ensure!(!c.upgrade(None).result.is_trap(), "an upgrade trapped");
+    Ok(())
+}
+
+/// Upgrades the canister to the smallest budget ([`bench_api::MIN_FLUSH_BUDGET`]): the
+/// upgrade's instructions.
+fn upgrade_to_floor(c: &mut Client) -> Result<u64> {
+    let exec = c.upgrade(Some(InitArgs {
+        flush_instruction_budget: Some(MIN_FLUSH_BUDGET),
+        ..Default::default()
+    }));
+    ensure!(!exec.result.is_trap(), "upgrade: {:?}", exec.result);
+    let budget = c.settings().flush_instruction_budget;
+    ensure!(
+        budget == MIN_FLUSH_BUDGET,
+        "the budget is {budget}, not {MIN_FLUSH_BUDGET}"
+    );
+    Ok(exec.instructions)
+}
+
+/// Makes the database read-only (or writable again).
+fn read_only(c: &mut Client, on: bool) -> Result<()> {
+    let r: AdminResult = c.update("set_read_only", (on,));
+    ensure!(r == AdminResult::Ok(()), "set_read_only: {r:?}");
+    Ok(())
+}
+
+/// Checks that the queue is stalled (`what`: while what): `pending` ops wait, none failed, the
+/// alarm is raised.
+fn stalled(c: &mut Client, pending: u64, what: &str) -> Result<()> {
+    let s = c.stats();
+    ensure!(
+        s.failed == 0 && s.pending == pending && s.alarm.is_some(),
+        "{what}: {s:?}"
+    );
+    Ok(())
+}
+
+/// Whether installing with `args` is refused.
+fn install_refused(lab: &Lab, args: InitArgs) -> bool {
+    let arg = match candid::encode_one(Some(args)) {
         Ok(arg) => arg,
         Err(_) => return false,
     };
-    offline_engine::Canister::install(engine, program, &arg, Settings::default()).is_err()
+    offline_engine::Canister::install(lab.engine, lab.program, &arg, Settings::default()).is_err()
 }
 
-/// `ops` controller inserts of varying cost (0 to 1.3 budgets at random) on a canister with the
-/// largest budget for a message `limit` (three budgets plus a fifth of the limit fit it, as the
-/// canister's rule has it for 40 B): the ledger of the ops, and the flush messages'
-/// instructions, most first.
-fn varying_cost_run(
-    engine: &Engine,
-    program: &offline_engine::Program,
-    limit: u64,
-    ops: usize,
-) -> Result<(Client, Ledger, u64)> {
-    let budget = (limit - limit / 5) / 3;
-    let mut c = Client::install_program(
-        engine,
-        program,
-        InitArgs {
-            flush_size: Some(100_000),
-            flush_instruction_budget: Some(budget),
-            ..args(budget)
-        },
-        limited(limit),
-    );
-    let rows = budget * 13 / 10 / VARYING_ROW_INSTRUCTIONS;
-    let mut l = Ledger::default();
-    for tag in 0..ops {
-        l.ordinary_sql(&mut c, &varying(rows, tag));
+/// `execute_sql` of `sql` by the controller: whether it was refused with SQLITE_AUTH (23).
+fn refused_now(c: &mut Client, sql: &str) -> Result<bool> {
+    Ok(matches!(
+        controller_sql(c, sql)?,
+        Outcome::Failed(OpError { code: 23, .. })
+    ))
+}
+
+/// The message limit of the varying-cost run.
+const VARYING_LIMIT: u64 = 200_000_000;
+/// Ops of the varying-cost run.
+const VARYING_OPS: usize = 240;
+
+/// The largest budget for a message `limit`: three budgets plus a fifth of the limit fit it, as
+/// the canister's rule has it for 40 B.
+const fn largest_budget(limit: u64) -> u64 {
+    (limit - limit / 5) / 3
+}
+
+/// The varying-cost run's canister: the largest budget for [`VARYING_LIMIT`].
+const VARYING: Setup = Setup {
+    args: || args(largest_budget(VARYING_LIMIT)),
+    message_limit: Some(VARYING_LIMIT),
+    users: &[],
+    writer: false,
+};
+
+/// [`VARYING_OPS`] controller inserts of varying cost (0 to 1.3 budgets at random) on the
+/// [`VARYING`] canister, then timer runs until the queue drained: the most instructions one
+/// message used.
+fn varying_cost(c: &mut Client, l: &mut Ledger) -> u64 {
+    let rows = largest_budget(VARYING_LIMIT) * 13 / 10 / VARYING_ROW_INSTRUCTIONS;
+    for tag in 0..VARYING_OPS {
+        l.ordinary_sql(c, &varying(rows, tag));
     }
     let mut most = 0;
     for _ in 0..MAX_ROUNDS {
@@ -749,7 +511,7 @@ fn varying_cost_run(
             most = most.max(e.instructions);
         }
     }
-    Ok((c, l, most))
+    most
 }
 
 /// The most instructions a flush used, against its budget: a flush whose ops use about its
@@ -794,9 +556,18 @@ pub fn worst_case_flush(wasm: &Path, progress: &mut Progress) -> Result<WorstCas
     progress.step("reliability: the worst-case flush");
     let engine = Engine::new(EngineConfig::default())?;
     let program = program_at(&engine, wasm);
+    let lab = Lab {
+        engine: &engine,
+        program: &program,
+    };
     let budget = 1_000_000_000;
-    let mut c = Client::install_program(&engine, &program, args(budget), Settings::default());
-    c.create_user("a");
+    let mut c = install(
+        &lab,
+        &Setup {
+            args: || args(1_000_000_000),
+            ..PLAIN
+        },
+    )?;
     // About 30,000 instructions per queued insert: ops worth one budget.
     let ops = budget / 30_000;
     for i in 0..ops {
@@ -818,9 +589,8 @@ pub fn worst_case_flush(wasm: &Path, progress: &mut Progress) -> Result<WorstCas
     let (alone, alone_instructions) = flush(&mut c)?;
     ensure!(alone.interrupted == 1, "{alone:?}");
     progress.step("reliability: the flush bound with ops of varying cost");
-    let limit = 200_000_000;
-    let varying_ops = 240;
-    let (mut v, _, most) = varying_cost_run(&engine, &program, limit, varying_ops)?;
+    let mut v = install(&lab, &VARYING)?;
+    let most = varying_cost(&mut v, &mut Ledger::default());
     let s = v.stats();
     ensure!(
         s.pending == 0 && s.failed == 0,
@@ -831,9 +601,9 @@ pub fn worst_case_flush(wasm: &Path, progress: &mut Progress) -> Result<WorstCas
         ops_before: ops,
         mixed_flush_instructions: mixed_instructions,
         alone_flush_instructions: alone_instructions,
-        varying_limit: limit,
-        varying_budget: (limit - limit / 5) / 3,
-        varying_ops: varying_ops as u64,
+        varying_limit: VARYING_LIMIT,
+        varying_budget: largest_budget(VARYING_LIMIT),
+        varying_ops: VARYING_OPS as u64,
         varying_flushes: s.flushes,
         varying_capped: s.capped_flushes,
         varying_trapped: v.traps().len() as u64,
@@ -1123,17 +893,7 @@ pub fn budget_floor(wasm: &Path, divisor: usize, progress: &mut Progress) -> Res
         "the upgrade did not create {index}: {exists:?}"
     );
     let batch_order_indexed = warm_batch(&mut c)?;
-    let at_floor = c.upgrade(Some(InitArgs {
-        flush_instruction_budget: Some(MIN_FLUSH_BUDGET),
-        ..Default::default()
-    }));
-    ensure!(!at_floor.result.is_trap(), "upgrade: {:?}", at_floor.result);
-    let plain_upgrade = at_floor.instructions;
-    let budget = c.settings().flush_instruction_budget;
-    ensure!(
-        budget == MIN_FLUSH_BUDGET,
-        "the budget is {budget}, not {MIN_FLUSH_BUDGET}"
-    );
+    let plain_upgrade = upgrade_to_floor(&mut c)?;
 
     let mut out = Vec::new();
     for method in [
@@ -1194,19 +954,6 @@ pub fn budget_floor(wasm: &Path, divisor: usize, progress: &mut Progress) -> Res
     })
 }
 
-/// `n` with a comma every three digits.
-fn grouped(n: u64) -> String {
-    let digits = n.to_string();
-    let mut out = String::new();
-    for (i, d) in digits.chars().enumerate() {
-        if i > 0 && (digits.len() - i).is_multiple_of(3) {
-            out.push(',');
-        }
-        out.push(d);
-    }
-    out
-}
-
 /// The tables of [`BudgetFloor`], in Markdown, and whether the floor holds.
 pub fn render_budget_floor(f: &BudgetFloor) -> String {
     let mut o = format!(
@@ -1214,29 +961,29 @@ pub fn render_budget_floor(f: &BudgetFloor) -> String {
          {ORDERS_PER_USER} per user), at the smallest budget ({}): instructions\n\n\
          | op | flush of it alone | …after an upgrade | unbatched call | …after an upgrade |\n\
          |---|---:|---:|---:|---:|\n",
-        grouped(f.users),
-        grouped(f.orders),
-        grouped(f.floor)
+        fmt_u(f.users),
+        fmt_u(f.orders),
+        fmt_u(f.floor)
     );
     for x in &f.ops {
         o.push_str(&format!(
             "| {} | {} | {} | {} | {} |\n",
             x.op,
-            grouped(x.flush_warm),
-            grouped(x.flush_cold),
-            grouped(x.unbatched_warm),
-            grouped(x.unbatched_cold)
+            fmt_u(x.flush_warm),
+            fmt_u(x.flush_cold),
+            fmt_u(x.unbatched_warm),
+            fmt_u(x.unbatched_cold)
         ));
     }
     let needed = f.most_expensive.saturating_mul(f.margin);
     o.push_str(&format!(
         "\nmost expensive: {} instructions; × {} (the margin) = {}, {} the smallest budget the \
          canister accepts, {} ({:.1}× the most expensive)\n",
-        grouped(f.most_expensive),
+        fmt_u(f.most_expensive),
         f.margin,
-        grouped(needed),
+        fmt_u(needed),
         if f.fits() { "within" } else { "ABOVE" },
-        grouped(f.floor),
+        fmt_u(f.floor),
         f.floor as f64 / f.most_expensive.max(1) as f64
     ));
     o.push_str(
@@ -1247,20 +994,20 @@ pub fn render_budget_floor(f: &BudgetFloor) -> String {
         o.push_str(&format!(
             "| {} | {} | {} |\n",
             x.op,
-            grouped(x.flush_warm),
-            grouped(x.unbatched_warm)
+            fmt_u(x.flush_warm),
+            fmt_u(x.unbatched_warm)
         ));
     }
     o.push_str(&format!(
         "\nA client batch of {} create_order (execute_batch_packed), per op: {} instructions \
          without the index, {} with it.\nThe upgrade that created the index over {} orders: {} \
          instructions; an upgrade once it exists: {}.\n",
-        grouped(BATCH_OF_ORDERS as u64),
-        grouped(f.batch_order_unindexed),
-        grouped(f.batch_order_indexed),
-        grouped(f.orders),
-        grouped(f.index_upgrade),
-        grouped(f.plain_upgrade)
+        fmt_u(BATCH_OF_ORDERS as u64),
+        fmt_u(f.batch_order_unindexed),
+        fmt_u(f.batch_order_indexed),
+        fmt_u(f.orders),
+        fmt_u(f.index_upgrade),
+        fmt_u(f.plain_upgrade)
     ));
     o
 }
