@@ -3,73 +3,17 @@
 //! Each section is a function of the suite's results (`SECTIONS`, in the submodules); [`render`]
 //! joins them.
 
-use std::fmt::Write;
-
-use crate::analysis::fmt_u;
-use crate::engine_runs::CanbenchFigures;
 use crate::suite::SuiteResults;
 use crate::which_path::ClientFigures;
+pub use inputs::ChartLink;
+use inputs::{Inputs, label};
 
 mod appendices;
 mod canbench;
+mod inputs;
 mod load;
 mod message_level;
 mod opening;
-
-/// A chart written next to the report.
-#[derive(Debug, Clone, PartialEq)]
-pub struct ChartLink {
-    /// Title.
-    pub title: String,
-    /// File name relative to the report.
-    pub file: String,
-}
-
-fn label(r: &SuiteResults) -> String {
-    format!(
-        "*engine: {} · {} · scale {} (BENCH_SCALE_DIVISOR={})*",
-        r.engine,
-        r.date,
-        r.scale.label(),
-        r.scale_divisor
-    )
-}
-
-fn scopes(out: &mut String, name: &str, b: &CanbenchFigures) {
-    let _ = writeln!(
-        out,
-        "\n`{name}`: total {} instructions",
-        fmt_u(b.total.instructions)
-    );
-    if b.scopes.is_empty() {
-        return;
-    }
-    let _ = writeln!(
-        out,
-        "\n| scope | calls | instructions | share of total |\n|---|---:|---:|---:|"
-    );
-    for (s, m) in &b.scopes {
-        let share = m.instructions as f64 / b.total.instructions.max(1) as f64 * 100.0;
-        let _ = writeln!(
-            out,
-            "| {s} | {} | {} | {share:.1}% |",
-            m.calls,
-            fmt_u(m.instructions)
-        );
-    }
-}
-
-/// What every section is rendered from.
-struct Inputs<'a> {
-    /// The suite's figures.
-    results: &'a SuiteResults,
-    /// The charts written next to the report.
-    charts: &'a [ChartLink],
-    /// The committed markdown of the end-to-end commands.
-    client: &'a ClientFigures,
-    /// The label line of every table ([`label`]).
-    label: String,
-}
 
 /// A section of the report: what it is called (its golden file is `report/<name>.md` under
 /// `tests/expected`) and the function that renders it.
@@ -209,7 +153,7 @@ pub(crate) mod tests {
         ] {
             r.canbench.benches.insert(
                 bench.into(),
-                CanbenchFigures {
+                crate::engine_runs::CanbenchFigures {
                     total: crate::engine_runs::Measured {
                         calls: 1,
                         instructions,

@@ -2,8 +2,8 @@
 
 use std::fmt::Write;
 
-use super::Inputs;
-use super::scopes;
+use super::canbench::scopes;
+use super::inputs::Inputs;
 use crate::analysis::fmt_u;
 
 /// Appendix A: the internal targets, and the scopes of those missed.

@@ -2,9 +2,9 @@
 
 use std::fmt::Write;
 
-use super::Inputs;
-use super::scopes;
+use super::inputs::Inputs;
 use crate::analysis::{fmt_f, fmt_u, human};
+use crate::engine_runs::CanbenchFigures;
 use crate::suite::Scale;
 
 /// Performance gains: unbatched against batched instructions per op.
@@ -151,4 +151,29 @@ pub(super) fn users_orders(p: &Inputs) -> String {
         );
     }
     o
+}
+
+/// The scopes of bench `name`: its total, and a table of its scopes with their share of it.
+pub(super) fn scopes(out: &mut String, name: &str, b: &CanbenchFigures) {
+    let _ = writeln!(
+        out,
+        "\n`{name}`: total {} instructions",
+        fmt_u(b.total.instructions)
+    );
+    if b.scopes.is_empty() {
+        return;
+    }
+    let _ = writeln!(
+        out,
+        "\n| scope | calls | instructions | share of total |\n|---|---:|---:|---:|"
+    );
+    for (s, m) in &b.scopes {
+        let share = m.instructions as f64 / b.total.instructions.max(1) as f64 * 100.0;
+        let _ = writeln!(
+            out,
+            "| {s} | {} | {} | {share:.1}% |",
+            m.calls,
+            fmt_u(m.instructions)
+        );
+    }
 }

@@ -2,7 +2,7 @@
 
 use std::fmt::Write;
 
-use super::Inputs;
+use super::inputs::Inputs;
 use crate::analysis::{fmt_u, human, human_bytes};
 use crate::suite::LOAD_CONCURRENCIES;
 

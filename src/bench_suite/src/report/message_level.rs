@@ -2,7 +2,7 @@
 
 use std::fmt::Write;
 
-use super::Inputs;
+use super::inputs::Inputs;
 use crate::analysis::{fmt_f, fmt_u};
 use crate::engine_runs::TIMER_SELF_CALL_BYTES;
 use crate::fees::{NONCE_BYTES, SUBNET_SIZES};

@@ -2,7 +2,7 @@
 
 use std::fmt::Write;
 
-use super::Inputs;
+use super::inputs::Inputs;
 
 /// The title and how the report was generated (scale, date, engine, wall time).
 pub(super) fn title(p: &Inputs) -> String {
