@@ -44,10 +44,10 @@ step "JS agent and icp-cli" "20 s" \
 clippy_and_docs() {
   cargo clippy --release --all-targets -- -D warnings
   cargo clippy --release --target wasm32-wasip1 -p bench_canister --features canbench-rs -- -D warnings
-  cargo clippy --release --target wasm32-wasip1 -p ic-rusqlite-batch -p notes_canister -- -D warnings
+  cargo clippy --release --target wasm32-wasip1 -p ic-rusqlite-batch -p notes_canister -p todo_canister -- -D warnings
   RUSTDOCFLAGS="-D warnings" cargo doc --no-deps --workspace
   RUSTDOCFLAGS="-D warnings" cargo doc --no-deps --target wasm32-wasip1 -p bench_canister --document-private-items
-  RUSTDOCFLAGS="-D warnings" cargo doc --no-deps --target wasm32-wasip1 -p ic-rusqlite-batch -p notes_canister
+  RUSTDOCFLAGS="-D warnings" cargo doc --no-deps --target wasm32-wasip1 -p ic-rusqlite-batch -p notes_canister -p todo_canister
 }
 step "clippy and docs" "5.5 min first run, 2 min later" clippy_and_docs
 # The batch client: its feature-gated transports (ic-agent, PocketIC) off-chain, its ic-cdk

@@ -14,9 +14,10 @@ use bench_api::*;
 use candid::{Encode, Principal};
 use offline_engine::{Execution, MessageResult};
 
+use super::budget_floor::{load_fixture, upgrade_to_floor};
 use super::{
     LARGE_BUDGET, Lab, Ledger, Notes, PLAIN, SECOND, Scenario, Setup, WRITER, add_writer, amount,
-    args, install_refused, load_fixture, refused_now, stalled, upgrade, upgrade_to_floor,
+    args, install_refused, refused_now, stalled, upgrade,
 };
 use crate::client::{CONTROLLER, Client};
 
