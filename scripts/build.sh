@@ -4,6 +4,8 @@
 # Usage: scripts/build.sh            -> target/canister/bench_canister.wasm           (deployable)
 #        scripts/build.sh canbench   -> target/canister/bench_canister_canbench.wasm  (with __canbench__* queries;
 #                                       BENCH_SCALE_DIVISOR=100 for the CI scale, default 1 = full scale)
+#        scripts/build.sh declared   -> target/canister/bench_canister_declared.wasm  (the canbench wasm plus the
+#                                       comparison of the generic packed format with the hand-written one)
 # Each also writes <name>.named.wasm: the same module with its function names, for the profiler.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -14,7 +16,8 @@ flavour=${1:-deploy}
 case "$flavour" in
   deploy)   features=();                          keep=();                      out=target/canister/bench_canister.wasm ;;
   canbench) features=(--features canbench-rs);    keep=(--keep-name-section);   out=target/canister/bench_canister_canbench.wasm ;;
-  *) echo "usage: $0 [deploy|canbench]" >&2; exit 2 ;;
+  declared) features=(--features declared);       keep=(--keep-name-section);   out=target/canister/bench_canister_declared.wasm ;;
+  *) echo "usage: $0 [deploy|canbench|declared]" >&2; exit 2 ;;
 esac
 
 for tool in wasi2ic ic-wasm; do

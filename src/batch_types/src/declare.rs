@@ -42,7 +42,7 @@ pub enum ParamKind {
     Real,
     /// UTF-8 text (`String`).
     Text,
-    /// Bytes ([`Blob`]).
+    /// Bytes (a `Blob`).
     Blob,
 }
 
@@ -256,7 +256,7 @@ pub struct DeclarationView {
     pub writes: Vec<WriteView>,
 }
 
-/// One write of a [`DeclarationView`].
+/// One write of a `DeclarationView`.
 #[derive(CandidType, Deserialize, Clone, Debug, PartialEq, Eq)]
 pub struct WriteView {
     /// Its name.
@@ -269,7 +269,7 @@ pub struct WriteView {
     pub params: Vec<ParamView>,
 }
 
-/// One parameter of a [`WriteView`].
+/// One parameter of a `WriteView`.
 #[derive(CandidType, Deserialize, Clone, Debug, PartialEq, Eq)]
 pub struct ParamView {
     /// Its name.
@@ -285,8 +285,12 @@ pub struct ParamView {
 /// Why a batch of declared writes was refused whole: nothing of it ran.
 #[derive(CandidType, Deserialize, Clone, Debug, PartialEq, Eq)]
 pub enum BatchRefusal {
-    /// Refused as every write method refuses (not authorized, key outside its window, key
-    /// reused for other ops, full deduplication store, the transaction could not begin ...).
+    /// The caller may not call the method, or a write of the batch is for controllers only.
+    // Its own case, as in `WriteError`, so that the canister's precomputed refusal
+    // `variant { Err = variant { NotAuthorized } }` reads as this one.
+    NotAuthorized,
+    /// Refused as every write method refuses (key outside its window, key reused for other
+    /// ops, full deduplication store, the transaction could not begin, ...).
     Refused(WriteError),
     /// An op's parameters are not what its write declares.
     InvalidParam(InvalidParam),
@@ -298,7 +302,7 @@ pub enum BatchRefusal {
         /// The digest the request carries.
         request: ByteBuf,
     },
-    /// The packed bytes are not a request of the format (`crate::packed`): where and what.
+    /// The bytes are not a request of the generic packed format: where and what.
     Malformed {
         /// Byte offset in the request.
         offset: u64,
@@ -310,6 +314,7 @@ pub enum BatchRefusal {
 impl fmt::Display for BatchRefusal {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
+            BatchRefusal::NotAuthorized => write!(f, "NotAuthorized"),
             BatchRefusal::Refused(e) => write!(f, "Refused: {e}"),
             BatchRefusal::InvalidParam(e) => write!(f, "InvalidParam: {e}"),
             BatchRefusal::DeclarationMismatch { canister, request } => write!(
@@ -329,8 +334,12 @@ impl fmt::Display for BatchRefusal {
 impl std::error::Error for BatchRefusal {}
 
 impl From<WriteError> for BatchRefusal {
+    /// `NotAuthorized` as [`BatchRefusal::NotAuthorized`], every other error as `Refused`.
     fn from(e: WriteError) -> Self {
-        BatchRefusal::Refused(e)
+        match e {
+            WriteError::NotAuthorized => BatchRefusal::NotAuthorized,
+            e => BatchRefusal::Refused(e),
+        }
     }
 }
 
@@ -365,8 +374,8 @@ pub struct WritesReply {
 crate::named_results! {
     /// The reply of a keyed batch of declared writes in Candid (`execute_writes`).
     WritesResult(WritesReply, BatchRefusal);
-    /// The reply of a packed batch of declared writes (`execute_writes_packed`): the packed
-    /// outcomes (`crate::packed`'s reply).
+    /// The reply of a packed batch of declared writes (`execute_writes_packed`): the
+    /// outcomes in the generic packed format.
     PackedWritesResult(ByteBuf, BatchRefusal);
 }
 

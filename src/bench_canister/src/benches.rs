@@ -219,7 +219,7 @@ fn users_orders_delete_tenth_rollback() -> BenchResult {
 
 /// The batched/unbatched fixture ([`fixture::USERS`] users, [`fixture::ORDERS`] orders, the two
 /// indexes).
-fn batch_fixture() {
+pub(crate) fn batch_fixture() {
     add_users(0, fixture::USERS);
     add_orders(0, fixture::ORDERS, fixture::USERS);
     create_indices();

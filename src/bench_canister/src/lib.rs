@@ -29,6 +29,8 @@ mod workload;
 
 #[cfg(feature = "canbench-rs")]
 mod benches;
+#[cfg(all(feature = "canbench-rs", feature = "declared"))]
+mod declared;
 
 use batch::types::{outcome, status, summary};
 

@@ -9,6 +9,8 @@ use std::collections::BTreeSet;
 
 use candid::Principal;
 
+use batch_types::declare::{PackedWritesResult, WritesResult};
+
 use crate::types::{
     AdminResult, BatchResult, FlushResult, MethodClass, SubmitResult, WriteAccess, WriteError,
     WriteResult,
@@ -146,6 +148,21 @@ macro_rules! refused_as_err {
             }
         )*
     };
+}
+
+/// The declared batch methods' results: their `Err` is a [`BatchRefusal`], which has a
+/// `NotAuthorized` case of its own (and carries any other [`WriteError`] as `Refused`).
+/// [`BatchRefusal`]: batch_types::declare::BatchRefusal
+impl Refusal for WritesResult {
+    fn refusal(error: WriteError) -> Self {
+        Self::Err(error.into())
+    }
+}
+
+impl Refusal for PackedWritesResult {
+    fn refusal(error: WriteError) -> Self {
+        Self::Err(error.into())
+    }
 }
 
 refused_as_err!(

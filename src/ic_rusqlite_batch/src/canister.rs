@@ -44,6 +44,32 @@ pub struct Setup {
     pub interface: Interface,
 }
 
+impl Setup {
+    /// The setup of a canister whose writes are small (one statement on a row or a few, with
+    /// parameters of at most a few KiB) and which exports the standard methods
+    /// (`canister_methods!`): queue memory 1, `journal_mode` PERSIST and `locking_mode`
+    /// EXCLUSIVE (ic-rusqlite's recommendation), 32 cached statements,
+    /// [`Floors::SMALL_WRITES`], single-op arguments of at most 1 KiB, and `methods` (for
+    /// [`client_batches!`](crate::client_batches), its two updates as [`MethodClass::Write`]).
+    pub const fn small_writes(
+        schema: &'static str,
+        methods: &'static [(&'static str, MethodClass)],
+    ) -> Setup {
+        Setup {
+            memory_id: 1,
+            pragmas: &[("journal_mode", "PERSIST"), ("locking_mode", "EXCLUSIVE")],
+            schema,
+            statement_cache_capacity: 32,
+            floors: Floors::SMALL_WRITES,
+            interface: Interface {
+                methods,
+                max_small_arg_bytes: 1_024,
+                standard_methods: true,
+            },
+        }
+    }
+}
+
 thread_local! {
     pub(crate) static QUEUE: RefCell<BatchQueue> =
         RefCell::new(BatchQueue::new(batch_core::Config::default()).expect("default config is valid"));

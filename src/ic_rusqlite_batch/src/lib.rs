@@ -2,6 +2,7 @@
 #![warn(missing_docs)]
 
 pub mod access;
+pub mod declared;
 pub mod persist;
 pub mod settings;
 pub mod types;
@@ -19,6 +20,11 @@ pub use canister::*;
 pub use access::{Interface, Refusal};
 pub use batch_core;
 pub use batch_core::{OpOutcome, OpStatus, Owner, SqlValue, Statement, WriteOp};
+pub use batch_types;
+pub use batch_types::declare::{
+    BatchRefusal, Blob, DeclarationView, PackedWritesResult, Writes, WritesReply, WritesResult,
+};
+pub use batch_types::writes;
 #[cfg(target_arch = "wasm32")]
 pub use keyed::{KeyedBatch, KeyedOutcomes};
 pub use settings::Floors;

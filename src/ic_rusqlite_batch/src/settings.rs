@@ -94,6 +94,20 @@ pub struct Floors {
     pub min_pending_bytes_reason: &'static str,
 }
 
+impl Floors {
+    /// The floors of a canister whose writes are one statement on a row or a few, with
+    /// parameters of at most a few KiB (the example canisters): a flush budget of 20 million
+    /// instructions (16 times the dearest op of the reference canister's users/orders schema,
+    /// which `bench-suite budget-floor` measures; check yours the same way) and 64 KiB of queue.
+    pub const SMALL_WRITES: Floors = Floors {
+        min_flush_budget: 20_000_000,
+        min_flush_budget_reason: "an op of a few rows could be interrupted (16 times the dearest \
+            small write measured)",
+        min_pending_bytes: 65_536,
+        min_pending_bytes_reason: "64 KiB, room for the largest small write",
+    };
+}
+
 /// Why [`CanisterSettings::merged`] refused the arguments (its text is the reason).
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 #[error("{0}")]

@@ -329,6 +329,34 @@ fn refusals_say_what_and_where() {
             what: "x".into()
         }
     );
+    assert_eq!(
+        BatchRefusal::from(WriteError::NotAuthorized),
+        BatchRefusal::NotAuthorized
+    );
+    let full = WriteError::QueueFull { capacity: 3 };
+    assert_eq!(
+        BatchRefusal::from(full.clone()),
+        BatchRefusal::Refused(full)
+    );
+}
+
+/// The canister refuses a stranger with precomputed bytes, before it reads the argument:
+/// `variant { Err = variant { NotAuthorized } }` (ic-rusqlite-batch's `NOT_AUTHORIZED_REPLY`).
+/// Both result types of the declared batch methods read them as their own refusal.
+#[test]
+fn the_precomputed_refusal_reads_as_not_authorized() {
+    let bytes: &[u8] = &[
+        0x44, 0x49, 0x44, 0x4c, 0x02, 0x6b, 0x01, 0xc5, 0xfe, 0xd2, 0x01, 0x01, 0x6b, 0x01, 0xee,
+        0x82, 0xc1, 0xea, 0x07, 0x7f, 0x01, 0x00, 0x00, 0x00,
+    ];
+    assert_eq!(
+        candid::decode_one::<WritesResult>(bytes).unwrap(),
+        WritesResult::Err(BatchRefusal::NotAuthorized)
+    );
+    assert_eq!(
+        candid::decode_one::<PackedWritesResult>(bytes).unwrap(),
+        PackedWritesResult::Err(BatchRefusal::NotAuthorized)
+    );
 }
 
 fn arb_op() -> impl Strategy<Value = TodoWrite> {

@@ -57,10 +57,16 @@ pub struct Installed {
 
 /// Loads `target`'s wasm and installs it with `args`, [`CONTROLLER`] as controller.
 pub fn install(target: &Target, args: InitArgs) -> Installed {
+    install_wasm(target.wasm, args)
+}
+
+/// Loads the wasm at `wasm` (from the workspace root) and installs it with `args`,
+/// [`CONTROLLER`] as controller.
+pub fn install_wasm(wasm: &str, args: InitArgs) -> Installed {
     let engine = Engine::new(EngineConfig::default()).expect("engine");
     let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
         .join("../..")
-        .join(target.wasm);
+        .join(wasm);
     let wasm = std::fs::read(&path).unwrap_or_else(|e| {
         panic!(
             "{}: {e}; run scripts/build.sh and scripts/build_example.sh first",

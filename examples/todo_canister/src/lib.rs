@@ -1,0 +1,73 @@
+//! A todo store whose clients send its writes in keyed batches: each batch runs in one
+//! transaction, exactly once under the client's key, however often it is retried. The writes
+//! are declared once; the batch methods, their Candid types, the packed format and every check
+//! are derived from that declaration, which the canister and its Rust clients share (this
+//! crate's library, natively, is the declaration). Everything between the two `glue` lines is
+//! what ic-rusqlite-batch asks of a canister; the `todos` query below them is the canister's
+//! own.
+
+// ---- glue: client batches ----
+ic_rusqlite_batch::writes! {
+    /// The todo store's writes.
+    pub enum TodoWrite {
+        /// Adds a todo, due at `due_ns` (nanoseconds since the epoch) or never.
+        add = "INSERT INTO todos (title, due_ns) VALUES (?1, ?2)" {
+            title: String [max 200], due_ns: Option<i64>
+        },
+        /// Marks todo `id` done.
+        complete = "UPDATE todos SET done = 1 WHERE id = ?1" { id: i64 },
+        /// Deletes every done todo: controllers only.
+        purge_done (controllers) = "DELETE FROM todos WHERE done = 1" {},
+    }
+}
+
+#[cfg(target_arch = "wasm32")]
+mod canister {
+    use super::TodoWrite;
+    use ic_rusqlite_batch::{self as batch, MethodClass::Write};
+
+    static SETUP: batch::Setup = batch::Setup::small_writes(
+        "CREATE TABLE IF NOT EXISTS todos (id INTEGER PRIMARY KEY, title TEXT NOT NULL \
+         CHECK (length(title) > 0), due_ns INTEGER, done INTEGER NOT NULL DEFAULT 0);",
+        &[("execute_writes", Write), ("execute_writes_packed", Write)],
+    );
+    batch::canister_methods!(SETUP);
+    batch::client_batches!(TodoWrite);
+    // ---- end of glue ----
+
+    /// A stored todo.
+    #[derive(candid::CandidType, candid::Deserialize)]
+    struct Todo {
+        id: i64,
+        title: String,
+        due_ns: Option<i64>,
+        done: bool,
+    }
+
+    /// The todos with `id > after`, by id, at most 100.
+    #[ic_cdk::query(guard = "batch::query_guard")]
+    fn todos(after: i64) -> Result<Vec<Todo>, batch::QueryError> {
+        batch::with_connection(|conn| {
+            let mut stmt = conn
+                .prepare_cached(
+                    "SELECT id, title, due_ns, done FROM todos WHERE id > ?1 ORDER BY id LIMIT 100",
+                )
+                .map_err(db_error)?;
+            let rows = stmt.query_map([after], |r| {
+                Ok(Todo {
+                    id: r.get(0)?,
+                    title: r.get(1)?,
+                    due_ns: r.get(2)?,
+                    done: r.get(3)?,
+                })
+            });
+            rows.and_then(Iterator::collect).map_err(db_error)
+        })
+    }
+
+    fn db_error(e: impl std::fmt::Display) -> batch::QueryError {
+        batch::QueryError::Database(e.to_string())
+    }
+
+    ic_cdk::export_candid!();
+}

@@ -1,0 +1,185 @@
+//! The reference canister's writes declared once (`writes!`), for the comparison of the
+//! generic packed format with the hand-written one (`bench_api::packed`): the same ops, the
+//! same SQL (a test of the native build checks it against `bench_api::schema`), the same
+//! keyed run. Compiled only into the comparison wasm (`scripts/build.sh declared`: features
+//! `canbench-rs` and `declared`), so the deployable and canbench wasms are as before.
+
+use bench_api::fixture::Workload;
+use bench_api::{MAX_EMAIL_BYTES, MAX_USERNAME_BYTES, UserOrderOp};
+use canbench_rs::{BenchResult, bench, bench_fn};
+use ic_rusqlite_batch as batch;
+use ic_rusqlite_batch::batch_types::declare::{Writes, encode_request};
+use ic_rusqlite_batch::batch_types::packed::{self, PackedKey};
+
+ic_rusqlite_batch::writes! {
+    /// The reference canister's writes.
+    pub enum UserOrderWrite {
+        /// `CreateUser`.
+        create_user = "INSERT INTO users (username, email) VALUES (?1, ?2)" {
+            username: String [max 100], email: String [max 254]
+        },
+        /// `CreateOrder`.
+        create_order = "INSERT INTO orders (user_id, amount) VALUES (?1, ?2)" {
+            user_id: i64, amount: f64
+        },
+        /// `UpdateOrderAmount`.
+        update_order_amount = "UPDATE orders SET amount = ?2 WHERE order_id = ?1" {
+            order_id: i64, amount: f64
+        },
+        /// `DeleteUserOrders`.
+        delete_user_orders = "DELETE FROM orders WHERE user_id = ?1" { user_id: i64 },
+    }
+}
+
+const _: () = assert!(MAX_USERNAME_BYTES == 100 && MAX_EMAIL_BYTES == 254);
+
+fn declared(op: &UserOrderOp) -> UserOrderWrite {
+    match op.clone() {
+        UserOrderOp::CreateUser { username, email } => {
+            UserOrderWrite::create_user { username, email }
+        }
+        UserOrderOp::CreateOrder { user_id, amount } => {
+            UserOrderWrite::create_order { user_id, amount }
+        }
+        UserOrderOp::UpdateOrderAmount { order_id, amount } => {
+            UserOrderWrite::update_order_amount { order_id, amount }
+        }
+        UserOrderOp::DeleteUserOrders { user_id } => UserOrderWrite::delete_user_orders { user_id },
+    }
+}
+
+fn orders(n: u64) -> Vec<UserOrderOp> {
+    crate::benches::batch_fixture();
+    (0..n as usize).map(|i| Workload::Insert.op(i)).collect()
+}
+
+fn key() -> PackedKey {
+    PackedKey {
+        created_at_time_ns: ic_cdk::api::time(),
+        id: [7; 16],
+    }
+}
+
+/// The generic packed batch as `execute_writes_packed` runs it (without the Candid blob
+/// framing, as `client_batch_packed_keyed_*` runs the hand-written one): read and check the
+/// request by the declaration, run it under its key, pack the outcomes.
+fn generic_packed(n: u64) -> BenchResult {
+    let ops: Vec<UserOrderWrite> = orders(n).iter().map(declared).collect();
+    let request = encode_request(&key(), &ops);
+    let caller = ic_cdk::api::msg_caller();
+    bench_fn(|| {
+        let (header, checked) =
+            batch::declared::packed_batch(UserOrderWrite::declaration(), &request)
+                .expect("a valid request");
+        let request = batch::KeyedBatch {
+            key: batch_core::BatchKey {
+                created_at_time_ns: header.key.created_at_time_ns,
+                id: header.key.id,
+            },
+            digest: checked.digest,
+            ops: checked.ops,
+        };
+        let out = batch::keyed::run(caller.as_slice(), &request, ic_cdk::api::time())
+            .expect("the batch runs");
+        let reply = packed::encode_reply(out.duplicate, &out.outcomes);
+        assert_eq!(reply[..2], [packed::REPLY_VERSION, 0]);
+        std::hint::black_box(reply);
+    })
+}
+
+/// The same batch in Candid as `execute_writes` runs it, with its arguments' decoding
+/// (`(BatchKey, vec UserOrderWrite)`) and its reply's encoding (`WritesResult`).
+fn generic_candid(n: u64) -> BenchResult {
+    let ops: Vec<UserOrderWrite> = orders(n).iter().map(declared).collect();
+    let k = key();
+    let key = batch::BatchKey {
+        created_at_time: k.created_at_time_ns,
+        id: k.id.to_vec(),
+    };
+    let arg = candid::encode_args((&key, &ops)).expect("encodes");
+    let caller = ic_cdk::api::msg_caller();
+    bench_fn(|| {
+        let (key, ops): (batch::BatchKey, Vec<UserOrderWrite>) =
+            candid::decode_args(&arg).expect("decodes");
+        let checked = batch::declared::candid_batch(ops).expect("valid ops");
+        let request = batch::KeyedBatch {
+            key: batch::keyed::key_of(&key).expect("a 16-byte id"),
+            digest: checked.digest,
+            ops: checked.ops,
+        };
+        let out = batch::keyed::run(caller.as_slice(), &request, ic_cdk::api::time())
+            .expect("the batch runs");
+        let reply = batch::WritesResult::Ok(batch::WritesReply {
+            outcomes: out.outcomes,
+            duplicate: out.duplicate,
+        });
+        std::hint::black_box(candid::encode_one(&reply).expect("encodes"));
+    })
+}
+
+/// The hand-written keyed packed batch of `n` orders (`client_batch_packed_keyed_1000`'s work).
+fn hand_written_packed(n: u64) -> BenchResult {
+    let k = key();
+    let key = bench_api::packed::BatchKey {
+        created_at_time_ns: k.created_at_time_ns,
+        id: k.id,
+    };
+    let arg = bench_api::packed::encode_keyed_ops(&key, &orders(n));
+    let caller = ic_cdk::api::msg_caller();
+    bench_fn(|| {
+        let reply = crate::packed_batch(caller.as_slice(), &arg).expect("the batch runs");
+        std::hint::black_box(reply);
+    })
+}
+
+#[bench(raw)]
+fn declared_packed_keyed_1000() -> BenchResult {
+    generic_packed(1_000)
+}
+
+#[bench(raw)]
+fn declared_packed_keyed_10000() -> BenchResult {
+    generic_packed(10_000)
+}
+
+#[bench(raw)]
+fn declared_candid_keyed_1000() -> BenchResult {
+    generic_candid(1_000)
+}
+
+#[bench(raw)]
+fn declared_candid_keyed_10000() -> BenchResult {
+    generic_candid(10_000)
+}
+
+#[bench(raw)]
+fn hand_written_packed_keyed_1000() -> BenchResult {
+    hand_written_packed(1_000)
+}
+
+#[bench(raw)]
+fn hand_written_packed_keyed_10000() -> BenchResult {
+    hand_written_packed(10_000)
+}
+
+/// The request bytes of each form for `n` orders, for the cycles of its ingress message.
+#[ic_cdk::query]
+fn __declared_request_bytes(n: u64) -> (u64, u64, u64) {
+    let ops = orders(n);
+    let declared_ops: Vec<UserOrderWrite> = ops.iter().map(declared).collect();
+    let k = key();
+    let hand = bench_api::packed::encode_keyed_ops(
+        &bench_api::packed::BatchKey {
+            created_at_time_ns: k.created_at_time_ns,
+            id: k.id,
+        },
+        &ops,
+    );
+    let generic = encode_request(&k, &declared_ops);
+    let candid_key = batch::BatchKey {
+        created_at_time: k.created_at_time_ns,
+        id: k.id.to_vec(),
+    };
+    let candid = candid::encode_args((&candid_key, &declared_ops)).expect("encodes");
+    (hand.len() as u64, generic.len() as u64, candid.len() as u64)
+}

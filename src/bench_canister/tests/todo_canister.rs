@@ -1,0 +1,417 @@
+//! The example todo store (`examples/todo_canister`), whose writes are declared once: its keyed
+//! client batches in Candid and packed, exactly once across both methods, and every refusal a
+//! careless or hostile client can meet, with nothing applied (engine: offline (wasmtime, IC
+//! metering)). Build the wasm first (scripts/build_example.sh; scripts/test.sh does).
+
+#[allow(dead_code)]
+mod generic;
+
+use batch_types::declare::{
+    BatchRefusal, InvalidParam, PackedWritesResult, Writes, WritesReply, WritesResult,
+    encode_request,
+};
+use batch_types::packed::{self, PackedKey};
+use bench_suite::client::SplitMix64 as Rng;
+use candid::{Decode, Encode};
+use generic::{CONTROLLER, Installed, STRANGER, WRITER_A, WRITER_B};
+use ic_rusqlite_batch::{BatchKey, InitArgs, OpError, Outcome, WriteError};
+use offline_engine::MessageResult;
+use todo_canister::TodoWrite;
+
+const WASM: &str = "target/canister/todo_canister.wasm";
+
+fn install() -> Installed {
+    let mut c = generic::install_wasm(WASM, InitArgs::default());
+    c.add_writers(&[WRITER_A, WRITER_B]);
+    c
+}
+
+fn key(c: &Installed, n: u8) -> BatchKey {
+    BatchKey {
+        created_at_time: c.canister.time(),
+        id: vec![n; 16],
+    }
+}
+
+fn packed_key(key: &BatchKey) -> PackedKey {
+    PackedKey {
+        created_at_time_ns: key.created_at_time,
+        id: key.id.as_slice().try_into().unwrap(),
+    }
+}
+
+fn add(title: &str) -> TodoWrite {
+    TodoWrite::add {
+        title: title.into(),
+        due_ns: None,
+    }
+}
+
+/// `execute_writes` by `caller` as another canister (no inspection): the typed reply.
+fn candid_batch(
+    c: &mut Installed,
+    caller: &[u8],
+    key: &BatchKey,
+    ops: &[TodoWrite],
+) -> Result<WritesReply, BatchRefusal> {
+    let exec = c
+        .canister
+        .update_from_canister(caller, "execute_writes", &Encode!(key, &ops).unwrap())
+        .unwrap();
+    match &exec.result {
+        MessageResult::Reply(bytes) => Decode!(bytes, WritesResult).unwrap().into(),
+        other => panic!("execute_writes: {other:?}; logs {:?}", exec.logs),
+    }
+}
+
+/// `execute_writes_packed` by `caller` as another canister: the packed reply, decoded.
+fn packed_batch(
+    c: &mut Installed,
+    caller: &[u8],
+    request: &[u8],
+    ops: usize,
+) -> Result<packed::PackedReply, BatchRefusal> {
+    let blob = serde_bytes::ByteBuf::from(request.to_vec());
+    let exec = c
+        .canister
+        .update_from_canister(caller, "execute_writes_packed", &Encode!(&blob).unwrap())
+        .unwrap();
+    match &exec.result {
+        MessageResult::Reply(bytes) => {
+            let result: Result<serde_bytes::ByteBuf, BatchRefusal> =
+                Decode!(bytes, PackedWritesResult).unwrap().into();
+            result.map(|blob| packed::decode_reply(&blob, ops).unwrap())
+        }
+        other => panic!("execute_writes_packed: {other:?}; logs {:?}", exec.logs),
+    }
+}
+
+/// The todos as (id, title, due_ns, done), by id.
+fn todos(c: &mut Installed) -> Vec<(i64, String, Option<i64>, bool)> {
+    #[derive(candid::CandidType, candid::Deserialize)]
+    struct Todo {
+        id: i64,
+        title: String,
+        due_ns: Option<i64>,
+        done: bool,
+    }
+    let exec = c
+        .canister
+        .query_as(CONTROLLER, "todos", &Encode!(&0i64).unwrap())
+        .unwrap();
+    let MessageResult::Reply(bytes) = &exec.result else {
+        panic!("todos: {exec:?}")
+    };
+    Decode!(bytes, Result<Vec<Todo>, ic_rusqlite_batch::QueryError>)
+        .unwrap()
+        .unwrap()
+        .into_iter()
+        .map(|t| (t.id, t.title, t.due_ns, t.done))
+        .collect()
+}
+
+fn committed(rows_changed: u64, last_insert_rowid: i64) -> Outcome {
+    Outcome::Committed {
+        rows_changed,
+        last_insert_rowid,
+    }
+}
+
+/// The committed `.did` is the code's interface (both directions).
+#[test]
+fn todo_did_matches_the_code() {
+    let mut c = install();
+    let from_code = c
+        .canister
+        .candid_interface()
+        .expect("get_candid_pointer runs")
+        .expect("the wasm exports get_candid_pointer");
+    let committed = std::fs::read_to_string(
+        std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+            .join("../../examples/todo_canister/todo_canister.did"),
+    )
+    .unwrap();
+    use candid_parser::utils::{CandidSource, service_equal};
+    service_equal(
+        CandidSource::Text(&from_code),
+        CandidSource::Text(&committed),
+    )
+    .unwrap_or_else(|e| panic!("todo_canister.did differs from the code: {e}\n{from_code}"));
+    // What `icp canister call` users see: the writes by name, with named fields.
+    assert!(
+        committed.contains("add : record { title : text; due_ns : opt int64 }"),
+        "{committed}"
+    );
+}
+
+/// A batch runs once in Candid; its retry, in Candid or packed with the same ops, answers the
+/// recorded outcomes and applies nothing twice; the query reads what the batch wrote.
+#[test]
+fn a_batch_runs_once_whichever_method_carries_its_retries() {
+    let mut c = install();
+    let k = key(&c, 1);
+    let ops = vec![
+        add("milk"),
+        TodoWrite::add {
+            title: "tax".into(),
+            due_ns: Some(-7),
+        },
+        add("bread"),
+        TodoWrite::complete { id: 2 },
+    ];
+    let first = candid_batch(&mut c, WRITER_A, &k, &ops).unwrap();
+    let expected = vec![
+        committed(1, 1),
+        committed(1, 2),
+        committed(1, 3),
+        // An UPDATE inserts no row: its outcome's rowid is 0.
+        committed(1, 0),
+    ];
+    assert_eq!(
+        first,
+        WritesReply {
+            outcomes: expected.clone(),
+            duplicate: false
+        }
+    );
+    let again = candid_batch(&mut c, WRITER_A, &k, &ops).unwrap();
+    assert_eq!((again.outcomes, again.duplicate), (expected.clone(), true));
+    let packed = packed_batch(
+        &mut c,
+        WRITER_A,
+        &encode_request(&packed_key(&k), &ops),
+        ops.len(),
+    )
+    .unwrap();
+    assert_eq!((packed.outcomes, packed.duplicate), (expected, true));
+    assert_eq!(
+        todos(&mut c),
+        [
+            (1, "milk".into(), None, false),
+            (2, "tax".into(), Some(-7), true),
+            (3, "bread".into(), None, false),
+        ]
+    );
+    // The same key is the other writer's own: it runs for them.
+    let theirs = candid_batch(&mut c, WRITER_B, &k, &ops[..1]).unwrap();
+    assert_eq!(
+        (theirs.outcomes, theirs.duplicate),
+        (vec![committed(1, 4)], false)
+    );
+}
+
+/// A packed batch runs and its outcomes come back as runs; a failing op fails alone.
+#[test]
+fn a_packed_batch_runs_with_one_outcome_per_op() {
+    let mut c = install();
+    let k = key(&c, 2);
+    let mut ops: Vec<TodoWrite> = (0..1_000).map(|i| add(&format!("todo {i}"))).collect();
+    // NOT NULL title: a NULL cannot be sent (the type has none), but an UPDATE of a missing
+    // row changes nothing and commits.
+    ops.push(TodoWrite::complete { id: 5_000 });
+    let reply = packed_batch(
+        &mut c,
+        WRITER_A,
+        &encode_request(&packed_key(&k), &ops),
+        ops.len(),
+    )
+    .unwrap();
+    assert!(!reply.duplicate);
+    assert_eq!(reply.outcomes.len(), 1_001);
+    assert_eq!(reply.outcomes[999], committed(1, 1_000));
+    assert_eq!(reply.outcomes[1_000], committed(0, 0));
+    assert_eq!(todos(&mut c).len(), 100, "the query's page");
+}
+
+/// Every refusal is typed, names what is wrong, and applies nothing.
+#[test]
+fn refusals_are_typed_and_apply_nothing() {
+    let mut c = install();
+    let ops = vec![add("a")];
+
+    // A stranger, calling as another canister (which skips inspection).
+    let k = key(&c, 3);
+    assert_eq!(
+        candid_batch(&mut c, STRANGER, &k, &ops),
+        Err(BatchRefusal::NotAuthorized)
+    );
+    let request = encode_request(&packed_key(&k), &ops);
+    assert_eq!(
+        packed_batch(&mut c, STRANGER, &request, 1),
+        Err(BatchRefusal::NotAuthorized)
+    );
+    // A stranger's ingress is refused by inspection, before it is paid for.
+    let exec = c
+        .canister
+        .update_as(STRANGER, "execute_writes", &Encode!(&k, &ops).unwrap())
+        .unwrap();
+    assert_eq!(exec.entry, "canister_inspect_message");
+
+    // A write for controllers only, in a writer's batch: the whole batch is refused.
+    let mixed = vec![add("b"), TodoWrite::purge_done {}];
+    assert_eq!(
+        {
+            let k = key(&c, 4);
+            candid_batch(&mut c, WRITER_A, &k, &mixed)
+        },
+        Err(BatchRefusal::NotAuthorized)
+    );
+
+    // Past a size limit: the op, the write and the parameter named.
+    let long = vec![add("c"), add(&"t".repeat(201))];
+    let invalid = BatchRefusal::InvalidParam(InvalidParam {
+        op: 1,
+        write: "add".into(),
+        param: "title".into(),
+        reason: "201 bytes; at most 200".into(),
+    });
+    assert_eq!(
+        {
+            let k = key(&c, 5);
+            candid_batch(&mut c, WRITER_A, &k, &long)
+        }
+        .unwrap_err(),
+        invalid
+    );
+    let request = encode_request(&packed_key(&key(&c, 5)), &long);
+    assert_eq!(
+        packed_batch(&mut c, WRITER_A, &request, 2).unwrap_err(),
+        invalid
+    );
+
+    // Packed for another declaration (the canister was upgraded and a write changed).
+    let mut request = encode_request(&packed_key(&key(&c, 6)), &ops);
+    request[1..9].copy_from_slice(&[0xAB; 8]);
+    assert_eq!(
+        packed_batch(&mut c, WRITER_A, &request, 1),
+        Err(BatchRefusal::DeclarationMismatch {
+            canister: TodoWrite::declaration().digest.to_vec().into(),
+            request: vec![0xAB; 8].into(),
+        })
+    );
+
+    // Cut short.
+    let request = encode_request(&packed_key(&key(&c, 7)), &[add("long enough")]);
+    let cut = &request[..request.len() - 2];
+    assert!(matches!(
+        packed_batch(&mut c, WRITER_A, cut, 1),
+        Err(BatchRefusal::Malformed { what, .. }) if what.starts_with("title: 11 bytes expected")
+    ));
+
+    // A key reused for other ops.
+    let k = key(&c, 8);
+    candid_batch(&mut c, WRITER_A, &k, &ops).unwrap();
+    let other = vec![add("z")];
+    assert_eq!(
+        candid_batch(&mut c, WRITER_A, &k, &other),
+        Err(BatchRefusal::Refused(WriteError::DigestMismatch {
+            created_at_time: k.created_at_time
+        }))
+    );
+    // The anonymous principal has no key scope of its own (registered as a writer first, so
+    // that this is the refusal it meets).
+    let anonymous = candid::Principal::anonymous();
+    c.add_writers(&[anonymous.as_slice()]);
+    assert!(matches!(
+        {
+            let k = key(&c, 9);
+            candid_batch(&mut c, anonymous.as_slice(), &k, &ops)
+        },
+        Err(BatchRefusal::Refused(WriteError::Invalid(_)))
+    ));
+
+    // Of all that, only the one batch of key 8 ran.
+    assert_eq!(todos(&mut c), [(1, "a".into(), None, false)]);
+    // A controller may purge.
+    let purge = {
+        let k = key(&c, 10);
+        candid_batch(&mut c, CONTROLLER, &k, &[TodoWrite::purge_done {}])
+    };
+    assert_eq!(purge.unwrap().outcomes, [committed(0, 0)]);
+}
+
+/// Random and mutated requests: never a trap, and a refused one applies nothing.
+#[test]
+fn random_and_mutated_requests_are_refused_or_run_never_a_trap() {
+    let mut c = install();
+    let mut rng = Rng(0x7040);
+    let valid = encode_request(
+        &packed_key(&key(&c, 11)),
+        &[
+            add("x"),
+            TodoWrite::add {
+                title: "yy".into(),
+                due_ns: Some(3),
+            },
+            TodoWrite::complete { id: 1 },
+        ],
+    );
+    let (mut refused, mut ran) = (0, 0);
+    for case in 0..300u64 {
+        let request: Vec<u8> = if case % 3 == 0 {
+            (0..rng.next_u64() % 80)
+                .map(|_| rng.next_u64() as u8)
+                .collect()
+        } else {
+            // A fresh key (so a valid mutation runs rather than meeting a recorded key), then
+            // one to three bytes of the ops flipped or the request cut.
+            let mut r = valid.clone();
+            r[17..25].copy_from_slice(&c.canister.time().to_le_bytes());
+            r[25..41].copy_from_slice(&(case as u128).to_le_bytes());
+            for _ in 0..=rng.next_u64() % 3 {
+                let at = 41 + (rng.next_u64() % (r.len() - 41) as u64) as usize;
+                r[at] = rng.next_u64() as u8;
+            }
+            if case % 3 == 2 {
+                r.truncate(41 + (rng.next_u64() % (r.len() - 41) as u64) as usize);
+            }
+            r
+        };
+        let before = todos(&mut c);
+        match packed_batch(&mut c, WRITER_A, &request, 64) {
+            Ok(reply) => {
+                ran += 1;
+                assert!(reply.outcomes.len() <= 64);
+            }
+            Err(refusal) => {
+                refused += 1;
+                assert_eq!(
+                    todos(&mut c),
+                    before,
+                    "case {case}: {refusal:?} applied something"
+                );
+            }
+        }
+    }
+    assert!(refused > 100 && ran > 0, "refused {refused}, ran {ran}");
+}
+
+/// An op that breaks the schema (an empty title, against its CHECK) fails alone, with
+/// SQLite's code, inside a batch that commits the others.
+#[test]
+fn a_failing_op_fails_alone() {
+    let mut c = install();
+    let ops = vec![add("one"), add(""), add("two")];
+    let reply = {
+        let k = key(&c, 12);
+        candid_batch(&mut c, WRITER_A, &k, &ops)
+    }
+    .unwrap();
+    assert_eq!(reply.outcomes[0], committed(1, 1));
+    assert!(
+        matches!(
+            &reply.outcomes[1],
+            Outcome::Failed(OpError { code: 275, .. })
+        ),
+        "{:?}",
+        reply.outcomes[1]
+    );
+    assert_eq!(reply.outcomes[2], committed(1, 2));
+    assert_eq!(
+        todos(&mut c),
+        [
+            (1, "one".into(), None, false),
+            (2, "two".into(), None, false)
+        ]
+    );
+}

@@ -1,0 +1,226 @@
+//! Batches of a canister's declared writes ([`writes!`](crate::writes)): the keyed client
+//! batch in Candid (`execute_writes`, the writes by name with named fields) and in the generic
+//! packed format (`execute_writes_packed`), both derived from the declaration by
+//! [`client_batches!`](crate::client_batches), both exactly once under the caller's key, and
+//! one digest of the ops for both (their packed form), so a retry through either method is
+//! recognised.
+//!
+//! What is refused whole, before anything runs, with a typed [`BatchRefusal`]: a caller who may
+//! not write, or a batch holding a write for controllers only from someone else
+//! (`NotAuthorized`); more than [`MAX_DECLARED_BATCH_OPS`] ops, a key of the anonymous
+//! principal, a key outside its window or reused for other ops (`Refused`); a parameter of the
+//! wrong type, `NULL` where not nullable, or past its size limit (`InvalidParam`, naming the op,
+//! the write and the parameter); a packed request for another declaration
+//! (`DeclarationMismatch`, both digests) or not of the format (`Malformed`, the byte offset).
+
+use batch_core::{BatchDigest, SqlValue, Statement, WriteOp};
+use batch_types::SqlParam;
+use batch_types::declare::{Access, BatchRefusal, Declaration, Writes, packed_ops};
+use batch_types::packed::{self, RequestHeader};
+
+use crate::types::WriteError;
+
+/// Most ops one batch of declared writes holds (as the reference canister's client batches).
+pub const MAX_DECLARED_BATCH_OPS: usize = 10_000;
+
+/// A batch of declared writes, checked and ready to run under its key.
+#[derive(Debug, PartialEq)]
+pub struct DeclaredBatch {
+    /// The digest of the ops in their packed form (what a retry must repeat).
+    pub digest: BatchDigest,
+    /// The ops as batch_core runs them.
+    pub ops: Vec<WriteOp>,
+    /// A write of the batch is for controllers only.
+    pub needs_controller: bool,
+}
+
+/// Checks `ops` (decoded from Candid) against their declaration and converts them.
+pub fn candid_batch<W: Writes>(ops: Vec<W>) -> Result<DeclaredBatch, BatchRefusal> {
+    too_many(ops.len())?;
+    let digest = BatchDigest::of_bytes(&packed_ops(&ops));
+    let declaration = W::declaration();
+    let mut out = Vec::with_capacity(ops.len());
+    let mut needs_controller = false;
+    for (i, op) in ops.into_iter().enumerate() {
+        let write = op.index();
+        let params = op.into_params();
+        out.push(checked(
+            declaration,
+            i,
+            write,
+            params,
+            &mut needs_controller,
+        )?);
+    }
+    Ok(DeclaredBatch {
+        digest,
+        ops: out,
+        needs_controller,
+    })
+}
+
+/// Reads a packed request for `declaration`: its key, and its ops checked and converted.
+pub fn packed_batch(
+    declaration: &Declaration,
+    request: &[u8],
+) -> Result<(RequestHeader, DeclaredBatch), BatchRefusal> {
+    let (header, body) = packed::read_header(request)?;
+    if header.digest != declaration.digest {
+        return Err(BatchRefusal::DeclarationMismatch {
+            canister: declaration.digest.to_vec().into(),
+            request: header.digest.to_vec().into(),
+        });
+    }
+    let ops = packed::read_ops(declaration, body, MAX_DECLARED_BATCH_OPS)?;
+    let mut out = Vec::with_capacity(ops.len());
+    let mut needs_controller = false;
+    for (i, op) in ops.into_iter().enumerate() {
+        out.push(checked(
+            declaration,
+            i,
+            op.write,
+            op.params,
+            &mut needs_controller,
+        )?);
+    }
+    Ok((
+        header,
+        DeclaredBatch {
+            digest: BatchDigest::of_bytes(body),
+            ops: out,
+            needs_controller,
+        },
+    ))
+}
+
+fn too_many(ops: usize) -> Result<(), BatchRefusal> {
+    if ops > MAX_DECLARED_BATCH_OPS {
+        return Err(BatchRefusal::Refused(WriteError::Invalid(format!(
+            "{ops} ops in one batch; the limit is {MAX_DECLARED_BATCH_OPS}"
+        ))));
+    }
+    Ok(())
+}
+
+fn checked(
+    declaration: &Declaration,
+    op: usize,
+    write: usize,
+    params: Vec<SqlParam>,
+    needs_controller: &mut bool,
+) -> Result<WriteOp, BatchRefusal> {
+    declaration.check(op, write, &params)?;
+    let decl = &declaration.writes[write];
+    *needs_controller |= decl.access == Access::Controllers;
+    Ok(WriteOp::Single(Statement::new(
+        decl.sql,
+        params.into_iter().map(sql_value).collect(),
+    )))
+}
+
+/// A Candid SQL parameter as batch_core binds it.
+pub fn sql_value(param: SqlParam) -> SqlValue {
+    match param {
+        SqlParam::Null => SqlValue::Null,
+        SqlParam::Integer(v) => SqlValue::Integer(v),
+        SqlParam::Real(v) => SqlValue::Real(v),
+        SqlParam::Text(v) => SqlValue::Text(v),
+        SqlParam::Blob(v) => SqlValue::Blob(v),
+    }
+}
+
+#[cfg(target_arch = "wasm32")]
+mod canister {
+    use batch_types::declare::{BatchRefusal, Writes, WritesReply};
+    use batch_types::packed;
+
+    use super::DeclaredBatch;
+    use crate::keyed::KeyedBatch;
+    use crate::types::BatchKey;
+
+    /// Runs `batch` under `key` of the caller, exactly once.
+    fn run(
+        key: batch_core::BatchKey,
+        batch: DeclaredBatch,
+    ) -> Result<crate::KeyedOutcomes, BatchRefusal> {
+        if batch.needs_controller && !crate::caller_is_controller() {
+            return Err(BatchRefusal::NotAuthorized);
+        }
+        let DeclaredBatch { digest, ops, .. } = batch;
+        Ok(crate::execute_batch_keyed(|| {
+            Ok(KeyedBatch { key, digest, ops })
+        })?)
+    }
+
+    /// `execute_writes`: a keyed batch of declared writes in Candid.
+    pub fn execute_writes<W: Writes>(
+        key: BatchKey,
+        ops: Vec<W>,
+    ) -> Result<WritesReply, BatchRefusal> {
+        let key = crate::keyed::key_of(&key)?;
+        let outcomes = run(key, super::candid_batch(ops)?)?;
+        Ok(WritesReply {
+            outcomes: outcomes.outcomes,
+            duplicate: outcomes.duplicate,
+        })
+    }
+
+    /// `execute_writes_packed`: a keyed batch of declared writes in the generic packed format;
+    /// answers the packed outcomes.
+    pub fn execute_writes_packed<W: Writes>(request: &[u8]) -> Result<Vec<u8>, BatchRefusal> {
+        let (header, batch) = super::packed_batch(W::declaration(), request)?;
+        let key = batch_core::BatchKey {
+            created_at_time_ns: header.key.created_at_time_ns,
+            id: header.key.id,
+        };
+        let outcomes = run(key, batch)?;
+        Ok(packed::encode_reply(outcomes.duplicate, &outcomes.outcomes))
+    }
+}
+
+#[cfg(target_arch = "wasm32")]
+pub use canister::{execute_writes, execute_writes_packed};
+
+/// Exports the batch methods of a canister's declared writes (`$writes`, the enum of
+/// [`writes!`](crate::writes)): `execute_writes(key, ops)` (Candid: the writes by name with
+/// named fields), `execute_writes_packed(blob)` (the generic packed format) and the query
+/// `batch_declaration()` (what a client needs to pack ops without code of its own). The
+/// updates run through [`update!`](crate::update) (the caller is checked before the argument
+/// is read); list `execute_writes` and `execute_writes_packed` as [`MethodClass::Write`]
+/// and `batch_declaration` as [`MethodClass::Query`] in the [`Interface`](crate::Interface).
+///
+/// [`MethodClass::Write`]: crate::MethodClass::Write
+/// [`MethodClass::Query`]: crate::MethodClass::Query
+#[cfg(target_arch = "wasm32")]
+#[macro_export]
+macro_rules! client_batches {
+    ($writes:ident) => {
+        use $crate::{
+            BatchKey as __BatchKey, Blob as __BatchBlob, DeclarationView as __BatchDeclarationView,
+            PackedWritesResult as __BatchPackedWritesResult, WritesResult as __BatchWritesResult,
+        };
+        $crate::update! {
+            /// Runs a batch of writes exactly once under the caller's key, in one transaction.
+            fn execute_writes(key: __BatchKey, ops: Vec<$writes>) -> __BatchWritesResult {
+                $crate::declared::execute_writes(key, ops).into()
+            }
+            /// The same, packed (`ic-rusqlite-batch-types`' generic format).
+            fn execute_writes_packed(request: __BatchBlob) -> __BatchPackedWritesResult {
+                $crate::declared::execute_writes_packed::<$writes>(&request)
+                    .map(__BatchBlob::from)
+                    .into()
+            }
+        }
+        fn __batch_declaration_guard() -> Result<(), String> {
+            $crate::query_guard()
+        }
+        /// The canister's declared writes and their digest.
+        #[::ic_cdk::query(guard = "__batch_declaration_guard")]
+        fn batch_declaration() -> __BatchDeclarationView {
+            <$writes as $crate::Writes>::declaration().view()
+        }
+    };
+}
+
+#[cfg(test)]
+mod tests;
