@@ -16,6 +16,10 @@
 #     rewrite the same imports; the canister wasm they give is the same byte for byte (the
 #     deployable wasm's sha256 in bench/results.json): about 70 s.
 #   - canbench (`all` only): about 4 minutes.
+#   - Debian's clang-14 and llvm-14 (`all` only, apt-get): the C compiler and archiver with which
+#     scripts/build_vfs.sh canbench-bundled compiles SQLite for the peer canister on
+#     ic-sqlite-vfs (its default build links the crate's precompiled archive and needs neither):
+#     about 40 s.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -26,6 +30,8 @@ IC_WASM_VERSION=0.11.1
 CANBENCH_VERSION=0.7.0
 # The GitHub Actions workflow linter, from the Go module proxy.
 ACTIONLINT_VERSION=1.7.12
+# Debian 12's clang and llvm (clang-14, llvm-ar-14), from its package archive.
+CLANG_VERSION=14.0
 
 what=${1:-main}
 case "$what" in
@@ -78,5 +84,13 @@ if [ "$what" = all ]; then
     start=$SECONDS
     GOBIN="$bin" go install "github.com/rhysd/actionlint/cmd/actionlint@v$ACTIONLINT_VERSION"
     echo "setup: actionlint $ACTIONLINT_VERSION installed in $((SECONDS - start)) s"
+  fi
+  if ! have clang-14 "$CLANG_VERSION" || ! have llvm-ar-14 "$CLANG_VERSION"; then
+    echo "setup: installing clang-14 and llvm-14 (apt-get from Debian's archive; usually 40 s)"
+    start=$SECONDS
+    apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends clang-14 llvm-14
+    have clang-14 "$CLANG_VERSION" || { echo "setup: clang-14 is not $CLANG_VERSION" >&2; exit 1; }
+    echo "setup: clang-14 and llvm-14 installed in $((SECONDS - start)) s"
   fi
 fi

@@ -22,6 +22,18 @@ canister_wasms() {
 }
 step "canister wasms" "100 s first run, 30 s later" canister_wasms
 step "cargo test" "17 min first run, 6 min later" cargo test --release
+# The peer canister on ic-sqlite-vfs (canisters/vfs_canister, a cargo workspace of its own):
+# format, lint (its wasm, benches included), its deployable wasm, and its tests on the offline
+# engine, which also install the reference's deployable wasm built above. The tests build in the
+# root target directory, reusing the offline engine the step above compiled.
+peer_canister() {
+  cargo fmt --check --manifest-path canisters/vfs_canister/Cargo.toml
+  cargo clippy --release --target wasm32-unknown-unknown --manifest-path canisters/vfs_canister/Cargo.toml \
+    --features canbench-rs -- -D warnings
+  scripts/build_vfs.sh
+  cargo test --release --manifest-path canisters/vfs_canister/Cargo.toml --target-dir target
+}
+step "peer canister (ic-sqlite-vfs)" "4 min first run, 1 min later" peer_canister
 library_examples_and_packages() {
   # The library crates: their runnable examples, and the package as crates.io would get it
   # (`cargo package` builds it from its packaged sources). ic-batch-client is not packaged: it

@@ -305,10 +305,8 @@ fn execute_sql(statements: Vec<SqlStatement>) -> WriteResult {
             // An error rolls the whole transaction back (Db::update on Err).
             result?;
             last = outcome_of(c, Ok(()));
-            if !changed {
-                if let Outcome::Committed { rows_changed, .. } = &mut last {
-                    *rows_changed = 0;
-                }
+            if !changed && let Outcome::Committed { rows_changed, .. } = &mut last {
+                *rows_changed = 0;
             }
         }
         Ok(last)

@@ -117,6 +117,7 @@ const FRESH: &[&str] = &[
     "nproc",
     "seq",
     "python3",
+    "apt-get",
     // the toolchains of this kind of machine
     "cargo",
     "rustup",
