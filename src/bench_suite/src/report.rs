@@ -144,9 +144,29 @@ pub(crate) mod tests {
     }
 
     /// Compares the section `name` of the golden results, with two `codec_*` benches added (the
-    /// wire-shape table has rows then), with `tests/expected/report/<name>.md`.
+    /// wire-shape table has rows then) and profiles of a client batch at both fixtures (what
+    /// grows at full scale), with `tests/expected/report/<name>.md`.
     fn golden_section(name: &str) {
         let mut r = golden_results();
+        for (full_scale, per_op) in [(false, [27, 1_356, 919]), (true, [844, 1_863, 1_208])] {
+            let functions = [
+                "pcache1TruncateUnsafe",
+                "sqlite3BtreeIndexMoveto",
+                "sqlite3BtreeTableMoveto",
+            ];
+            r.call_profiles.push(crate::call_profile::CallProfile {
+                method: "execute_batch_packed".into(),
+                full_scale,
+                self_by_function: functions
+                    .iter()
+                    .zip(per_op)
+                    .map(|(f, n)| (f.to_string(), n * 1_000))
+                    .collect(),
+                ops: 1_000,
+                instructions: per_op.iter().sum::<u64>() * 1_000,
+                parts: vec![0, 0, 0, per_op.iter().sum::<u64>() * 1_000, 0, 0, 0],
+            });
+        }
         for (bench, instructions) in [
             ("codec_reply_submit_result_wire", 511_205),
             ("codec_arg_batch_1000_packed", 352_805),
