@@ -169,16 +169,15 @@ pub(crate) fn execute_batch_within_then<M: InstructionMeter>(
         return Ok(Vec::new());
     }
     let start = budget.meter.instructions();
-    let run = run_batch_then(
+    let batch = Batch {
         conn,
-        ops.len(),
-        |i| &ops[i],
-        Some((budget, start)),
-        OnInterrupt::Fail,
-        DEFAULT_COALESCE_ROWS,
-        &mut CoalesceCache::default(),
-        before_commit,
-    )?;
+        len: ops.len(),
+        op_at: |i| &ops[i],
+        metered: Some((budget, start)),
+        on_interrupt: OnInterrupt::Fail,
+        coalesce_rows: DEFAULT_COALESCE_ROWS,
+    };
+    let run = run_batch_then(batch, &mut CoalesceCache::default(), before_commit)?;
     let mut outcomes = run.outcomes;
     outcomes.resize(ops.len(), not_executed(budget));
     Ok(outcomes)
@@ -462,31 +461,51 @@ pub(crate) fn run_batch<'a, M: InstructionMeter>(
     coalesce_rows: usize,
     cache: &mut CoalesceCache,
 ) -> Result<BatchRun, FlushError> {
-    run_batch_then(
+    let batch = Batch {
         conn,
         len,
         op_at,
         metered,
         on_interrupt,
         coalesce_rows,
-        cache,
-        None,
-    )
+    };
+    run_batch_then(batch, cache, None)
+}
+
+/// What one execution of [`run_batch`] runs and by which rules, as its caller gives them: the
+/// ops `0..len` (`op_at(i)` is op `i`), the budget with the meter's reading taken before `BEGIN`
+/// (`None`: unmetered), what an interrupt does to an op, and the most rows of a coalesced INSERT.
+struct Batch<'c, 'b, M, F> {
+    conn: &'c Connection,
+    len: usize,
+    op_at: F,
+    metered: Option<(&'b Budget<M>, u64)>,
+    on_interrupt: OnInterrupt,
+    coalesce_rows: usize,
 }
 
 /// [`run_batch`], running `before_commit` (if any) just before `COMMIT`, with the guard
 /// disarmed, on the outcomes of the executed prefix.
-#[allow(clippy::too_many_arguments)]
-pub(crate) fn run_batch_then<'a, M: InstructionMeter>(
-    conn: &Connection,
-    len: usize,
-    op_at: impl Fn(usize) -> &'a WriteOp,
-    metered: Option<(&Budget<M>, u64)>,
-    on_interrupt: OnInterrupt,
-    coalesce_rows: usize,
+///
+/// The execution is a small state machine of attempts, each in its own transaction
+/// ([`Attempt`]): `BEGIN`, then the replay phase ([`Execution::replay`]: a restart re-applies
+/// the ops that had committed), then the admission phase ([`Execution::admit`]: new ops, within
+/// the budget), then the commit phase ([`commit`]). A phase that loses the transaction (or rolls
+/// it back to run a chunk's ops alone) returns [`Step::Restart`], and a new attempt begins with
+/// what the execution knows by then; a replay that reaches the limit returns [`Step::Capped`].
+fn run_batch_then<'a, M: InstructionMeter>(
+    batch: Batch<'_, '_, M, impl Fn(usize) -> &'a WriteOp>,
     cache: &mut CoalesceCache,
     before_commit: Option<BeforeCommit<'_>>,
 ) -> Result<BatchRun, FlushError> {
+    let Batch {
+        conn,
+        len,
+        op_at,
+        metered,
+        on_interrupt,
+        coalesce_rows,
+    } = batch;
     let (budget, start) = match metered {
         Some((budget, start)) => (Some(budget), Some(start)),
         None => (None, None),
@@ -496,48 +515,148 @@ pub(crate) fn run_batch_then<'a, M: InstructionMeter>(
         Some(b) => Some(Guard::install(conn, &b.meter).map_err(FlushError::Guard)?),
         None => None,
     };
-    let exhausted =
-        |b: &Budget<M>, start: u64| b.meter.instructions().saturating_sub(start) >= b.instructions;
-    let tripped = || guard.as_ref().is_some_and(Guard::tripped);
-    let mut len = len;
     let mut run = BatchRun::default();
     let mut statements = Statements::new(conn);
     let mut coalescer = Coalescer::new(conn, coalesce_rows, cache);
     coalescer.ran_other(None, true);
-    // Ops before this position run alone (after a chunk that failed without saying which op
-    // failed, or stopped at an op).
-    let mut alone_until = 0;
-    // The first op of a chunk that kept nothing, and the chunk's end: it runs alone; if it
-    // commits, the failing op was another one and the rest of the chunk runs alone too.
-    let mut probe: Option<(usize, usize)> = None;
+    let mut execution = Execution {
+        op_at: &op_at,
+        budget,
+        start,
+        on_interrupt,
+        guard: &guard,
+        statements: &mut statements,
+        run: &mut run,
+        len,
+        alone_until: 0,
+        probe: None,
+    };
     // Whether the next transaction attempt is a restart (after a lost transaction).
     let mut restarted = false;
     // Each pass is one attempt in its own transaction. Every way out of a pass other than
-    // `break attempt` (`continue 'attempt` after a lost transaction, a capped return, `?`, a
-    // panic) drops the attempt, which rolls its transaction back.
-    let attempt = 'attempt: loop {
+    // `break attempt` (`continue` after a lost transaction, a capped return, `?`, a panic) drops
+    // the attempt, which rolls its transaction back.
+    let attempt = loop {
         let restart = restarted;
         restarted = true;
-        let attempt = Attempt::begin(conn, guard.as_ref(), &mut coalescer)?;
-        // The limit of this attempt's re-application (a restart's first phase) and of the ops
-        // it admits, both counted from the execution's start.
-        let (reapply_limit, limit) = budget.map_or((0, 0), |b| (b.flush_limit(), b.op_limit()));
+        let mut attempt = Attempt::begin(conn, guard.as_ref(), &mut coalescer)?;
+        let limit = execution.arm_replay(restart);
+        // After a lost transaction: the admitted ops that had committed, re-applied first (held
+        // until the attempt ends).
+        let committed = execution.committed();
+        let mut pass = Pass {
+            attempt: &mut attempt,
+            committed: &committed,
+            limit,
+            restart,
+        };
+        match execution.replay(&mut pass) {
+            Step::Next => {}
+            Step::Restart => continue,
+            Step::Capped => return Ok(BatchRun::capped(execution.run)),
+        }
+        match execution.admit(&mut pass) {
+            Step::Next => break attempt,
+            Step::Restart => continue,
+            Step::Capped => return Ok(BatchRun::capped(execution.run)),
+        }
+    };
+    commit(conn, attempt, &run, before_commit)?;
+    Ok(run)
+}
+
+/// One attempt as its phases see it.
+struct Pass<'p, 'v, 'a, 'c, 'k> {
+    attempt: &'p mut Attempt<'a, 'c, 'k>,
+    /// The admitted ops that had committed before the attempt began.
+    committed: &'v Vec<usize>,
+    /// The limit of the replay, counted from the execution's start.
+    limit: u64,
+    /// The attempt follows a lost transaction.
+    restart: bool,
+}
+
+/// Where an attempt goes after one of its phases.
+enum Step {
+    /// On to the attempt's next phase.
+    Next,
+    /// The transaction is gone (an error ended it, or it was rolled back so that a chunk's ops
+    /// run alone): a new attempt begins.
+    Restart,
+    /// The re-application reached the execution's limit ([`BatchRun::capped`]): the execution
+    /// ends without effect.
+    Capped,
+}
+
+/// The state of one execution of [`run_batch_then`] that its attempts carry over from one to
+/// the next, and what they all run by. The phases of an attempt are its methods.
+struct Execution<'e, 'c, M, F> {
+    op_at: &'e F,
+    budget: Option<&'e Budget<M>>,
+    /// The meter's reading taken before the first `BEGIN` (with a budget).
+    start: Option<u64>,
+    on_interrupt: OnInterrupt,
+    guard: &'e Option<Guard<'c>>,
+    statements: &'e mut Statements<'c>,
+    run: &'e mut BatchRun,
+    /// The ops `0..len` are to run: an op left after an interrupt ([`OnInterrupt::LeavePending`])
+    /// shortens it.
+    len: usize,
+    /// Ops before this position run alone (after a chunk that failed without saying which op
+    /// failed, or stopped at an op).
+    alone_until: usize,
+    /// The first op of a chunk that kept nothing, and the chunk's end: it runs alone; if it
+    /// commits, the failing op was another one and the rest of the chunk runs alone too.
+    probe: Option<(usize, usize)>,
+}
+
+impl<'a, 'c, M: InstructionMeter, F: Fn(usize) -> &'a WriteOp> Execution<'_, 'c, M, F> {
+    /// Arms the guard for an attempt's replay and returns its limit, counted from the
+    /// execution's start: [`Budget::flush_limit`] in a restart (which re-applies ops first),
+    /// [`Budget::op_limit`] otherwise (0 without a budget).
+    #[inline(always)]
+    fn arm_replay(&self, restart: bool) -> u64 {
+        let (reapply_limit, limit) = self
+            .budget
+            .map_or((0, 0), |b| (b.flush_limit(), b.op_limit()));
         let limit = if restart { reapply_limit } else { limit };
-        if let (Some(guard), Some(start)) = (&guard, start) {
+        if let (Some(guard), Some(start)) = (self.guard, self.start) {
             guard.arm(start.saturating_add(limit));
         }
+        limit
+    }
 
-        // After a lost transaction: re-apply the admitted ops that had committed (in chunks
-        // again where they form runs). Failed ops had no effect and keep their outcome; in
-        // particular the op whose failure ended the transaction is never executed again, so
-        // every restart fails one more op. Those outcomes hold only while the replay reaches
-        // the same states: once a replayed op does not commit again (the guard interrupted it,
-        // or a nondeterministic statement), every outcome after it was computed in a state
-        // that no longer exists, so those ops are admitted and run again (or left, or not
-        // reached, by the budget's rules).
-        let committed: Vec<usize> = (0..run.outcomes.len())
-            .filter(|&i| run.outcomes[i].is_committed())
-            .collect();
+    /// The admitted ops that had committed: a restart re-applies them.
+    #[inline(always)]
+    fn committed(&self) -> Vec<usize> {
+        (0..self.run.outcomes.len())
+            .filter(|&i| self.run.outcomes[i].is_committed())
+            .collect()
+    }
+
+    /// Whether the guard interrupted the last statement.
+    #[inline(always)]
+    fn tripped(&self) -> bool {
+        self.guard.as_ref().is_some_and(Guard::tripped)
+    }
+
+    /// The replay phase: after a lost transaction, re-applies the admitted ops that had
+    /// committed (`committed`, in chunks again where they form runs), within `limit`.
+    ///
+    /// Failed ops had no effect and keep their outcome; in particular the op whose failure
+    /// ended the transaction is never executed again, so every restart fails one more op. Those
+    /// outcomes hold only while the replay reaches the same states: once a replayed op does not
+    /// commit again (the guard interrupted it, or a nondeterministic statement), every outcome
+    /// after it was computed in a state that no longer exists, so those ops are admitted and run
+    /// again (or left, or not reached, by the budget's rules).
+    fn replay(&mut self, pass: &mut Pass<'_, '_, '_, 'c, '_>) -> Step {
+        let Pass {
+            ref mut attempt,
+            committed,
+            limit,
+            restart,
+        } = *pass;
+        let on_interrupt = self.on_interrupt;
         let mut next = 0;
         while next < committed.len() {
             // As when it was admitted, the queue's first op runs alone.
@@ -545,21 +664,21 @@ pub(crate) fn run_batch_then<'a, M: InstructionMeter>(
             if !alone
                 && let Some(chunk) = attempt
                     .coalescer
-                    .plan(committed[next..].iter().copied(), &op_at)
+                    .plan(committed[next..].iter().copied(), self.op_at)
             {
-                let chunk_run = attempt.coalescer.run(&chunk, &op_at);
+                let chunk_run = attempt.coalescer.run(&chunk, self.op_at);
                 if chunk_run.end == ChunkEnd::Complete {
                     for (&i, outcome) in chunk.positions.iter().zip(chunk_run.outcomes) {
-                        run.outcomes[i] = outcome;
+                        self.run.outcomes[i] = outcome;
                     }
                     next += chunk.positions.len();
                     continue;
                 }
                 let first = chunk.positions[0];
-                if tripped() {
+                if self.tripped() {
                     if on_interrupt == OnInterrupt::LeavePending {
                         // Re-application happens in restarts only: the limit is reached.
-                        return Ok(BatchRun::capped(&run));
+                        return Step::Capped;
                     } else {
                         // The chunk's ops fail as interrupted, up to the first op between them
                         // (a failed one, whose outcome is stale now); from there on, again.
@@ -569,10 +688,10 @@ pub(crate) fn run_batch_then<'a, M: InstructionMeter>(
                             .enumerate()
                             .find(|&(k, &i)| i != first + k)
                             .map_or(first + chunk.positions.len(), |(k, _)| first + k);
-                        run.truncate(gap);
+                        self.run.truncate(gap);
                         for i in first..gap {
-                            run.interrupted += 1;
-                            run.outcomes[i] =
+                            self.run.interrupted += 1;
+                            self.run.outcomes[i] =
                                 interrupted(interrupt_error(limit, i, on_interrupt, restart));
                         }
                     }
@@ -581,86 +700,107 @@ pub(crate) fn run_batch_then<'a, M: InstructionMeter>(
                     // the same result is unexpected, so the batch goes on op by op from the
                     // chunk.
                     attempt.coalescer.disable();
-                    run.truncate(first);
+                    self.run.truncate(first);
                 }
-                continue 'attempt;
+                return Step::Restart;
             }
             let i = committed[next];
             next += 1;
             if !attempt.coalescer.settle_or_roll_back() {
-                continue 'attempt;
+                return Step::Restart;
             }
-            let op_run = execute_op(&mut statements, op_at(i), Mode::Batch, guard.as_ref());
+            let op_run = execute_op(
+                self.statements,
+                (self.op_at)(i),
+                Mode::Batch,
+                self.guard.as_ref(),
+            );
             attempt
                 .coalescer
-                .ran_other(Some(op_at(i)), op_run.outcome.is_committed());
+                .ran_other(Some((self.op_at)(i)), op_run.outcome.is_committed());
             if op_run.interrupted && on_interrupt == OnInterrupt::LeavePending {
                 // Re-application happens in restarts only: the limit is reached. (Failing the
                 // op would be false: it committed before and was only re-applied.)
-                return Ok(BatchRun::capped(&run));
+                return Step::Capped;
             }
             let diverged = !op_run.outcome.is_committed();
             if diverged {
-                run.truncate(i + 1);
+                self.run.truncate(i + 1);
             }
-            run.outcomes[i] = op_run.outcome;
+            self.run.outcomes[i] = op_run.outcome;
             if op_run.interrupted {
-                run.interrupted += 1;
-                run.outcomes[i] = interrupted(interrupt_error(limit, i, on_interrupt, restart));
+                self.run.interrupted += 1;
+                self.run.outcomes[i] =
+                    interrupted(interrupt_error(limit, i, on_interrupt, restart));
             }
             if op_run.transaction_lost {
-                continue 'attempt;
+                return Step::Restart;
             }
             if diverged {
                 // The rest of `committed` lies past the truncation: admitted again below.
                 break;
             }
         }
-        // Admit and run new ops, within `op_limit`.
-        let limit = budget.map_or(0, Budget::op_limit);
-        if restart && let (Some(guard), Some(start)) = (&guard, start) {
+        Step::Next
+    }
+
+    /// The admission phase: admits and runs new ops (in chunks where they form runs) while the
+    /// budget allows, within [`Budget::op_limit`], then stores a counter a stopped chunk left
+    /// unstored, so that the attempt can commit.
+    fn admit(&mut self, pass: &mut Pass<'_, '_, '_, 'c, '_>) -> Step {
+        let Pass {
+            ref mut attempt,
+            restart,
+            ..
+        } = *pass;
+        let on_interrupt = self.on_interrupt;
+        let exhausted = |b: &Budget<M>, start: u64| {
+            b.meter.instructions().saturating_sub(start) >= b.instructions
+        };
+        let limit = self.budget.map_or(0, Budget::op_limit);
+        if restart && let (Some(guard), Some(start)) = (self.guard, self.start) {
             guard.arm(start.saturating_add(limit));
         }
-        while run.outcomes.len() < len {
-            let i = run.outcomes.len();
+        while self.run.outcomes.len() < self.len {
+            let i = self.run.outcomes.len();
             if i > 0
-                && let (Some(b), Some(start)) = (budget, start)
+                && let (Some(b), Some(start)) = (self.budget, self.start)
                 && exhausted(b, start)
             {
                 break;
             }
-            let alone = i < alone_until
-                || probe.is_some_and(|(first, _)| first == i)
+            let alone = i < self.alone_until
+                || self.probe.is_some_and(|(first, _)| first == i)
                 || (on_interrupt == OnInterrupt::LeavePending && i == 0);
-            if !alone && let Some(chunk) = attempt.coalescer.plan(i..len, &op_at) {
+            if !alone && let Some(chunk) = attempt.coalescer.plan(i..self.len, self.op_at) {
                 let rows = chunk.positions.len();
-                let chunk_run = attempt.coalescer.run(&chunk, &op_at);
+                let chunk_run = attempt.coalescer.run(&chunk, self.op_at);
                 match chunk_run.end {
                     ChunkEnd::Complete => {
-                        run.coalesced += rows;
-                        run.outcomes.extend(chunk_run.outcomes);
+                        self.run.coalesced += rows;
+                        self.run.outcomes.extend(chunk_run.outcomes);
                     }
                     ChunkEnd::Stopped { kept } => {
-                        run.coalesced += kept;
+                        self.run.coalesced += kept;
                         if chunk_run.outcomes.len() == kept {
                             // The op that stopped the statement runs alone: its own outcome.
-                            alone_until = alone_until.max(i + kept + 1);
+                            self.alone_until = self.alone_until.max(i + kept + 1);
                         }
-                        run.outcomes.extend(chunk_run.outcomes);
+                        self.run.outcomes.extend(chunk_run.outcomes);
                     }
-                    ChunkEnd::Undone => probe = Some((i, i + rows)),
+                    ChunkEnd::Undone => self.probe = Some((i, i + rows)),
                     ChunkEnd::Lost | ChunkEnd::Anomaly => {
                         if chunk_run.end == ChunkEnd::Anomaly {
                             attempt.coalescer.disable();
-                        } else if tripped() {
+                        } else if self.tripped() {
                             if on_interrupt == OnInterrupt::LeavePending {
                                 // The chunk did not start first: its ops run in the next flush.
-                                len = i;
-                                run.left_after_interrupt = true;
+                                self.len = i;
+                                self.run.left_after_interrupt = true;
                             } else {
                                 for j in i..i + rows {
-                                    run.interrupted += 1;
-                                    run.outcomes.push(interrupted(interrupt_error(
+                                    self.run.interrupted += 1;
+                                    self.run.outcomes.push(interrupted(interrupt_error(
                                         limit,
                                         j,
                                         on_interrupt,
@@ -669,67 +809,82 @@ pub(crate) fn run_batch_then<'a, M: InstructionMeter>(
                                 }
                             }
                         } else {
-                            probe = Some((i, i + rows));
+                            self.probe = Some((i, i + rows));
                         }
-                        continue 'attempt;
+                        return Step::Restart;
                     }
                 }
                 continue;
             }
             if !attempt.coalescer.settle_or_roll_back() {
-                continue 'attempt;
+                return Step::Restart;
             }
-            let op_run = execute_op(&mut statements, op_at(i), Mode::Batch, guard.as_ref());
+            let op_run = execute_op(
+                self.statements,
+                (self.op_at)(i),
+                Mode::Batch,
+                self.guard.as_ref(),
+            );
             attempt
                 .coalescer
-                .ran_other(Some(op_at(i)), op_run.outcome.is_committed());
+                .ran_other(Some((self.op_at)(i)), op_run.outcome.is_committed());
             if op_run.interrupted {
                 if on_interrupt == OnInterrupt::LeavePending && i > 0 {
                     // It did not have the whole budget: it runs first in the next flush.
-                    len = i;
-                    run.left_after_interrupt = true;
+                    self.len = i;
+                    self.run.left_after_interrupt = true;
                 } else {
-                    run.interrupted += 1;
-                    run.outcomes.push(interrupted(interrupt_error(
+                    self.run.interrupted += 1;
+                    self.run.outcomes.push(interrupted(interrupt_error(
                         limit,
                         i,
                         on_interrupt,
                         restart,
                     )));
                 }
-                continue 'attempt;
+                return Step::Restart;
             }
-            if let Some((first, end)) = probe
+            if let Some((first, end)) = self.probe
                 && first == i
             {
-                probe = None;
+                self.probe = None;
                 if op_run.outcome.is_committed() {
-                    alone_until = alone_until.max(end);
+                    self.alone_until = self.alone_until.max(end);
                 }
             }
-            run.outcomes.push(op_run.outcome);
+            self.run.outcomes.push(op_run.outcome);
             if op_run.transaction_lost {
-                continue 'attempt;
+                return Step::Restart;
             }
         }
         // A counter a stopped chunk left unstored is stored before COMMIT.
         if !attempt.coalescer.settle_or_roll_back() {
-            continue 'attempt;
+            return Step::Restart;
         }
-        break attempt;
-    };
-    // The guard is disarmed from here on: the caller's statements and `COMMIT` run to the end.
+        Step::Next
+    }
+}
+
+/// The commit phase: runs `before_commit` (if any) on `outcomes`, then `COMMIT`, with the guard
+/// disarmed from here on (the caller's statements and `COMMIT` run to the end). On an error the
+/// attempt is dropped, which rolls the transaction back.
+#[inline(always)]
+fn commit(
+    conn: &Connection,
+    attempt: Attempt<'_, '_, '_>,
+    run: &BatchRun,
+    before_commit: Option<BeforeCommit<'_>>,
+) -> Result<(), FlushError> {
     attempt.disarm();
     if let Some(before_commit) = before_commit {
         before_commit(conn, &run.outcomes).map_err(FlushError::BeforeCommit)?;
     }
-    attempt.commit().map_err(FlushError::Commit)?;
-    Ok(run)
+    attempt.commit().map_err(FlushError::Commit)
 }
 
 /// One attempt of [`run_batch_then`]: its transaction, open from `BEGIN IMMEDIATE` until
 /// [`Attempt::commit`] consumes it, and rolled back when it is dropped otherwise (as rusqlite's
-/// `Transaction`): after a lost transaction (`continue 'attempt`), when the limit is reached in
+/// `Transaction`): after a lost transaction (a phase returns [`Step::Restart`]), when the limit is reached in
 /// a restart, on an error returned with `?`, and when a panic unwinds through the batch. The
 /// coalescer's knowledge of the transaction (rowid bases, an unstored `AUTOINCREMENT` counter,
 /// table checks made inside it) is forgotten with it.
