@@ -14,10 +14,11 @@
 
 use std::cell::RefCell;
 
+use bench_api::client::PackedUserOrders;
 use bench_api::{Outcome, UserOrderOp};
 use candid::{CandidType, Deserialize, Principal};
 use ic_batch_client::canister::{CanisterDriver, CdkTransport, with_time_key_prefix};
-use ic_batch_client::{Batcher, BatcherConfig, PackedUserOrders};
+use ic_batch_client::{Batcher, BatcherConfig};
 
 /// How writes reach the database canister.
 #[derive(CandidType, Deserialize, Clone, Copy, Debug, PartialEq, Eq)]

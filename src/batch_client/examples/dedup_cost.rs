@@ -17,7 +17,34 @@ use batch_core::{
     BatchDigest, BatchKey, Budget, CountingMeter, DedupConfig, Deduplicator, SqlValue, WriteOp,
     execute_batch_within,
 };
-use bench_api::schema::{INSERT_ORDER, INSERT_USER, PRAGMAS, SCHEMA};
+
+// The reference canister's schema, pragmas and statements (`bench_api::schema`).
+const PRAGMAS: [(&str, &str); 6] = [
+    ("journal_mode", "PERSIST"),
+    ("synchronous", "NORMAL"),
+    ("page_size", "4096"),
+    ("locking_mode", "EXCLUSIVE"),
+    ("temp_store", "MEMORY"),
+    ("cache_size", "1000000"),
+];
+const SCHEMA: &str = "
+CREATE TABLE IF NOT EXISTS users (
+  user_id INTEGER PRIMARY KEY AUTOINCREMENT,
+  username TEXT NOT NULL,
+  email TEXT NOT NULL,
+  created_at TIMESTAMP DEFAULT CURRENT_TIMESTAMP
+);
+CREATE TABLE IF NOT EXISTS orders (
+  order_id INTEGER PRIMARY KEY AUTOINCREMENT,
+  user_id INTEGER NOT NULL,
+  amount REAL NOT NULL,
+  created_at TIMESTAMP DEFAULT CURRENT_TIMESTAMP,
+  FOREIGN KEY (user_id) REFERENCES users(user_id)
+);
+CREATE INDEX IF NOT EXISTS idx_orders_user_id ON orders(user_id);
+";
+const INSERT_USER: &str = "INSERT INTO users (username, email) VALUES (?1, ?2)";
+const INSERT_ORDER: &str = "INSERT INTO orders (user_id, amount) VALUES (?1, ?2)";
 
 const OPS: usize = 1_000;
 const WARMUP: usize = 20;

@@ -1,6 +1,7 @@
 //! The batcher against a simulated database canister, natively: the canister is batch_core's
-//! `Deduplicator` on an in-memory SQLite database with the reference schema, answering the
-//! keyed packed batch as the reference canister's `execute_batch_packed` does. The first reply
+//! `Deduplicator` on an in-memory SQLite database, its writes declared once (`writes!`: the
+//! declaration the client shares), answering as ic-rusqlite-batch's `execute_writes_packed`
+//! does (the generic packed request read by the declaration, the outcomes packed). The first reply
 //! is lost after the batch committed (as a timed-out ingress call can be): the batcher sends
 //! the same request again, and the canister answers it from its record instead of running it
 //! twice.
@@ -14,12 +15,32 @@ use batch_core::rusqlite::Connection;
 use batch_core::{
     BatchDigest, BatchKey, Budget, CountingMeter, DedupConfig, Deduplicator, SqlValue, WriteOp,
 };
-use bench_api::packed::{decode_keyed_ops, encode_keyed_outcomes, keyed_ops_body};
-use bench_api::schema::{INSERT_ORDER, INSERT_USER, SCHEMA};
-use bench_api::{Outcome, UserOrderOp, WriteError, wire};
+use batch_types::SqlParam;
+use batch_types::declare::{BatchRefusal, Blob, PackedWritesResult, Writes};
+use batch_types::packed;
 use ic_batch_client::{
-    Batcher, BatcherConfig, PackedUserOrders, SendError, Transport, tokio_driver,
+    Batcher, BatcherConfig, Declared, Outcome, SendError, Transport, tokio_driver,
 };
+
+batch_types::writes! {
+    /// The shop's writes, declared once for the canister and its clients.
+    pub enum ShopWrite {
+        /// A user.
+        create_user = "INSERT INTO users (username, email) VALUES (?1, ?2)" {
+            username: String [max 64], email: String [max 254]
+        },
+        /// An order of `amount` for user `user_id`.
+        create_order = "INSERT INTO orders (user_id, amount) VALUES (?1, ?2)" {
+            user_id: i64, amount: f64
+        },
+    }
+}
+
+const SCHEMA: &str = "
+CREATE TABLE users (user_id INTEGER PRIMARY KEY, username TEXT NOT NULL, email TEXT NOT NULL);
+CREATE TABLE orders (order_id INTEGER PRIMARY KEY,
+  user_id INTEGER NOT NULL REFERENCES users(user_id), amount REAL NOT NULL);
+";
 
 /// The database canister, with the number of batches it ran and the replies it lost.
 struct SimulatedCanister {
@@ -33,7 +54,10 @@ impl SimulatedCanister {
         let conn = Connection::open_in_memory()?;
         conn.execute_batch(SCHEMA)?;
         conn.pragma_update(None, "foreign_keys", true)?;
-        conn.execute(INSERT_USER, ["owner", "owner@example.org"])?;
+        conn.execute(
+            "INSERT INTO users (username, email) VALUES (?1, ?2)",
+            ["owner", "owner@example.org"],
+        )?;
         Ok(SimulatedCanister {
             db: Mutex::new((conn, Deduplicator::new(DedupConfig::default())?)),
             executions: AtomicU64::new(0),
@@ -48,40 +72,56 @@ impl SimulatedCanister {
     }
 }
 
-/// The canister's typed refusal of a batch (`PackedResult::Err`).
-fn refused(error: WriteError) -> Result<Vec<u8>, SendError> {
-    Ok(wire::encode_packed_result(Err(error)))
+/// The canister's typed refusal of a batch (`PackedWritesResult::Err`).
+fn refused(refusal: BatchRefusal) -> Result<Vec<u8>, SendError> {
+    Ok(candid::encode_one(PackedWritesResult::Err(refusal)).expect("a reply"))
 }
 
-fn invalid(e: impl std::fmt::Display) -> WriteError {
-    WriteError::Invalid(e.to_string())
+/// The request's header, the bytes of its ops and the ops as batch_core runs them (each
+/// write's declared SQL with its parameters), or the canister's refusal.
+fn read_request(
+    request: &[u8],
+) -> Result<(packed::RequestHeader, Vec<u8>, Vec<WriteOp>), BatchRefusal> {
+    let blob: Blob = candid::decode_one(request).map_err(|e| BatchRefusal::Malformed {
+        offset: 0,
+        what: e.to_string(),
+    })?;
+    let declaration = ShopWrite::declaration();
+    let (header, body) = packed::read_header(&blob)?;
+    if header.digest != declaration.digest {
+        return Err(BatchRefusal::DeclarationMismatch {
+            canister: Blob::from(declaration.digest.to_vec()),
+            request: Blob::from(header.digest.to_vec()),
+        });
+    }
+    let mut ops = Vec::new();
+    for (i, op) in packed::read_ops(declaration, body, 10_000)?.into_iter().enumerate() {
+        declaration.check(i, op.write, &op.params)?;
+        let params = op.params.into_iter().map(sql_value).collect();
+        ops.push(WriteOp::single(declaration.writes[op.write].sql, params));
+    }
+    Ok((header, body.to_vec(), ops))
+}
+
+fn sql_value(param: SqlParam) -> SqlValue {
+    match param {
+        SqlParam::Null => SqlValue::Null,
+        SqlParam::Integer(v) => SqlValue::Integer(v),
+        SqlParam::Real(v) => SqlValue::Real(v),
+        SqlParam::Text(v) => SqlValue::Text(v),
+        SqlParam::Blob(v) => SqlValue::Blob(v),
+    }
 }
 
 impl Transport for &SimulatedCanister {
     async fn call(&self, request: Vec<u8>) -> Result<Vec<u8>, SendError> {
-        let blob = match wire::decode_blob(&request) {
-            Ok(blob) => blob,
-            Err(e) => return refused(invalid(e)),
+        let (header, body, write_ops) = match read_request(&request) {
+            Ok(read) => read,
+            Err(refusal) => return refused(refusal),
         };
-        let (key, ops, body) = match decode_keyed_ops(&blob, bench_api::MAX_CLIENT_BATCH)
-            .and_then(|(key, ops)| Ok((key, ops, keyed_ops_body(&blob)?.1)))
-        {
-            Ok(decoded) => decoded,
-            Err(e) => return refused(invalid(e)),
-        };
-        let write_ops: Vec<WriteOp> = ops
-            .iter()
-            .map(|op| match op {
-                UserOrderOp::CreateOrder { user_id, amount } => WriteOp::single(
-                    INSERT_ORDER,
-                    vec![(*user_id).into(), SqlValue::Real(*amount)],
-                ),
-                other => panic!("this example sends orders only, not {other:?}"),
-            })
-            .collect();
         let key = BatchKey {
-            created_at_time_ns: key.created_at_time_ns,
-            id: key.id,
+            created_at_time_ns: header.key.created_at_time_ns,
+            id: header.key.id,
         };
         let batch = {
             let mut db = self.db.lock().expect("the database lock");
@@ -90,14 +130,14 @@ impl Transport for &SimulatedCanister {
                 conn,
                 b"the client's principal",
                 &key,
-                &BatchDigest::of_bytes(body),
+                &BatchDigest::of_bytes(&body),
                 &write_ops,
                 &Budget::new(CountingMeter::new(1), 1_000_000_000),
                 tokio_driver::system_clock(),
             );
             match executed {
                 Ok(batch) => batch,
-                Err(e) => return refused(ic_rusqlite_batch::types::dedup_refusal(e)),
+                Err(e) => return refused(ic_rusqlite_batch::types::dedup_refusal(e).into()),
             }
         };
         if !batch.duplicate {
@@ -115,10 +155,8 @@ impl Transport for &SimulatedCanister {
             .into_iter()
             .map(ic_rusqlite_batch::types::outcome)
             .collect();
-        Ok(wire::encode_packed_result(Ok(encode_keyed_outcomes(
-            batch.duplicate,
-            &outcomes,
-        ))))
+        let reply = Blob::from(packed::encode_reply(batch.duplicate, &outcomes));
+        Ok(candid::encode_one(PackedWritesResult::Ok(reply)).expect("a reply"))
     }
 }
 
@@ -126,7 +164,7 @@ impl Transport for &SimulatedCanister {
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let canister: &'static SimulatedCanister = Box::leak(Box::new(SimulatedCanister::new()?));
     let batcher = Batcher::new(
-        PackedUserOrders,
+        Declared::<ShopWrite>::new(),
         tokio_driver::with_random_key_prefix(BatcherConfig::default()),
     )?;
     let driver = tokio::spawn(tokio_driver::run(
@@ -138,7 +176,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     // Five orders, the last for a user that does not exist: it fails alone.
     let mut futures = Vec::new();
     for (user_id, amount) in [(1, 10.0), (1, 20.0), (1, 30.0), (1, 40.0), (99, 50.0)] {
-        let op = UserOrderOp::CreateOrder { user_id, amount };
+        let op = ShopWrite::create_order { user_id, amount };
         futures.push(batcher.submit(op, tokio_driver::system_clock()).await?);
     }
     let mut outcomes = Vec::new();

@@ -1,10 +1,12 @@
-//! What a batch looks like on the wire: [`BatchCodec`], and the reference canister's packed
-//! format ([`PackedUserOrders`]).
+//! What a batch looks like on the wire: [`BatchCodec`], and the codec of any canister's
+//! declared writes ([`Declared`]).
 
 use std::fmt;
+use std::marker::PhantomData;
 
-use bench_api::packed::{self, KEYED_HEADER_BYTES};
-use bench_api::{Outcome, PackedResult, UserOrderOp, WriteError};
+use batch_types::declare::{BatchRefusal, Blob, PackedWritesResult, Writes, encode_request};
+use batch_types::packed::{self, PackedKey};
+use batch_types::{Outcome, WriteError};
 
 use crate::transport::RejectCode;
 
@@ -80,51 +82,93 @@ pub trait BatchCodec {
     fn not_executed(&self, outcome: &Self::Outcome) -> bool;
 }
 
-/// The Candid framing of a blob argument: `DIDL`, a type table of one `vec nat8`, one
-/// argument of that type, and the blob's length as LEB128 (at most 3 bytes below 2 MiB).
-const CANDID_BLOB_FRAMING: usize = 4 + 1 + 2 + 1 + 1 + 3;
+/// The bytes of the Candid framing of a blob argument: `DIDL`, a type table of one
+/// `vec nat8`, one argument of that type, and the blob's length as LEB128 (at most 3 bytes
+/// below 2 MiB). A codec whose request is one blob adds it to its header.
+pub const CANDID_BLOB_FRAMING_BYTES: usize = 4 + 1 + 2 + 1 + 1 + 3;
 
-/// The reference canister's keyed packed batch (`bench_api::packed`, request version 2,
-/// reply version 3), sent as the Candid `blob` argument of its packed batch method, answered
-/// with a `PackedResult` (`variant { Ok : blob; Err : WriteError }`): a refusal is the typed
-/// [`WriteError`].
+/// `bytes` as the Candid argument `(blob)`, framed without copying them twice.
+pub fn encode_blob_arg(bytes: &[u8]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(CANDID_BLOB_FRAMING_BYTES + bytes.len());
+    out.extend_from_slice(b"DIDL\x01\x6d\x7b\x01\x00");
+    let mut len = bytes.len();
+    while len >= 0x80 {
+        out.push(len as u8 | 0x80);
+        len >>= 7;
+    }
+    out.push(len as u8);
+    out.extend_from_slice(bytes);
+    out
+}
+
+/// The codec of a canister's declared writes (`batch_types::writes!`, ic-rusqlite-batch's
+/// `client_batches!`): each batch is the generic packed request (`batch_types::packed`,
+/// version 16: the declaration's digest, the key, each op by its declared types) sent as the
+/// Candid `blob` argument of the canister's `execute_writes_packed`, answered with a
+/// [`PackedWritesResult`] (`variant { Ok : blob; Err : BatchRefusal }`): the outcome runs of
+/// reply version 17, or a typed [`BatchRefusal`].
 ///
-/// An op takes [`packed::op_len`] bytes (10 for an order with a small user id).
-#[derive(Clone, Copy, Debug, Default)]
-pub struct PackedUserOrders;
+/// `W` is the canister's declaration, shared by the canister and its clients (for the example
+/// todo store, `todo_canister::TodoWrite`): a canister whose declaration differs refuses every
+/// batch with [`BatchRefusal::DeclarationMismatch`], naming both digests, before anything runs.
+pub struct Declared<W>(PhantomData<fn() -> W>);
 
-/// The error text of an op the canister's budget did not reach (`batch_core`'s wording).
-const NOT_EXECUTED_PREFIX: &str = "not executed: ";
-/// `SQLITE_INTERRUPT`, the code of ops interrupted or not reached.
-const SQLITE_INTERRUPT: i32 = 9;
+impl<W> Declared<W> {
+    /// The codec of `W`'s declared writes.
+    pub const fn new() -> Self {
+        Declared(PhantomData)
+    }
+}
 
-impl BatchCodec for PackedUserOrders {
-    type Op = UserOrderOp;
+impl<W> Default for Declared<W> {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl<W> Clone for Declared<W> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+
+impl<W> Copy for Declared<W> {}
+
+impl<W> fmt::Debug for Declared<W> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "Declared<{}>", std::any::type_name::<W>())
+    }
+}
+
+impl<W: Writes> BatchCodec for Declared<W> {
+    type Op = W;
     type Outcome = Outcome;
-    type Refusal = WriteError;
+    type Refusal = BatchRefusal;
 
     fn header_len(&self) -> usize {
-        CANDID_BLOB_FRAMING + KEYED_HEADER_BYTES
+        CANDID_BLOB_FRAMING_BYTES + packed::REQUEST_HEADER_BYTES
     }
 
-    fn op_len(&self, op: &UserOrderOp) -> usize {
-        packed::op_len(op)
+    fn op_len(&self, op: &W) -> usize {
+        op.op_len()
     }
 
-    fn encode(&self, key: &BatchKey, ops: &[UserOrderOp]) -> Vec<u8> {
-        let key = packed::BatchKey {
+    fn encode(&self, key: &BatchKey, ops: &[W]) -> Vec<u8> {
+        let key = PackedKey {
             created_at_time_ns: key.created_at_time_ns,
             id: key.id,
         };
-        bench_api::wire::encode_blob(&packed::encode_keyed_ops(&key, ops))
+        encode_blob_arg(&encode_request(&key, ops))
     }
 
-    fn decode(&self, reply: &[u8], ops: usize) -> Result<Reply<Outcome, WriteError>, String> {
-        let blob = match candid::decode_one::<PackedResult>(reply).map_err(|e| e.to_string())? {
-            PackedResult::Ok(blob) => blob,
-            PackedResult::Err(refusal) => return Ok(Reply::Refused(refusal)),
+    fn decode(&self, reply: &[u8], ops: usize) -> Result<Reply<Outcome, BatchRefusal>, String> {
+        let blob: Blob = match candid::decode_one::<PackedWritesResult>(reply)
+            .map_err(|e| e.to_string())?
+        {
+            PackedWritesResult::Ok(blob) => blob,
+            PackedWritesResult::Err(refusal) => return Ok(Reply::Refused(refusal)),
         };
-        let reply = packed::decode_keyed_outcomes(&blob, ops).map_err(|e| e.to_string())?;
+        let reply = packed::decode_reply(&blob, ops).map_err(|e| e.to_string())?;
         if reply.outcomes.len() != ops {
             return Err(format!(
                 "{} outcomes for a batch of {ops} ops",
@@ -138,12 +182,32 @@ impl BatchCodec for PackedUserOrders {
     }
 
     /// None: the canister refuses with a typed `Err`, never with a reject.
-    fn refusal_of_reject(&self, _code: RejectCode, _message: &str) -> Option<WriteError> {
+    fn refusal_of_reject(&self, _code: RejectCode, _message: &str) -> Option<BatchRefusal> {
         None
     }
 
-    fn refusal_kind(&self, refusal: &WriteError) -> RefusalKind {
+    fn refusal_kind(&self, refusal: &BatchRefusal) -> RefusalKind {
         match refusal {
+            BatchRefusal::Refused(error) => RefusalKind::of_write_error(error),
+            BatchRefusal::NotAuthorized
+            | BatchRefusal::InvalidParam(_)
+            | BatchRefusal::DeclarationMismatch { .. }
+            | BatchRefusal::Malformed { .. } => RefusalKind::Final,
+        }
+    }
+
+    fn not_executed(&self, outcome: &Outcome) -> bool {
+        is_not_executed(outcome)
+    }
+}
+
+impl RefusalKind {
+    /// What the batcher does with a canister's [`WriteError`] refusing a whole batch (every
+    /// keyed batch method of ic-rusqlite-batch refuses with one): `TooOld` as
+    /// [`RefusalKind::TooOld`]; a full deduplication store, a database error (the transaction
+    /// could not begin) and a full queue are retried; the others are final.
+    pub fn of_write_error(error: &WriteError) -> RefusalKind {
+        match error {
             WriteError::TooOld { .. } => RefusalKind::TooOld,
             WriteError::StoreFull { .. }
             | WriteError::Database(_)
@@ -155,9 +219,20 @@ impl BatchCodec for PackedUserOrders {
             | WriteError::NotAuthorized => RefusalKind::Final,
         }
     }
-
-    fn not_executed(&self, outcome: &Outcome) -> bool {
-        matches!(outcome, Outcome::Failed(error)
-            if error.code == SQLITE_INTERRUPT && error.message.starts_with(NOT_EXECUTED_PREFIX))
-    }
 }
+
+/// The error text of an op the canister's budget did not reach (`batch_core`'s wording).
+const NOT_EXECUTED_PREFIX: &str = "not executed: ";
+/// `SQLITE_INTERRUPT`, the code of ops interrupted or not reached.
+const SQLITE_INTERRUPT: i32 = 9;
+
+/// Whether `outcome` says the op did not run at all: code 9 (`SQLITE_INTERRUPT`) with
+/// batch_core's message `not executed: ...` (the batch's instruction budget ended before it).
+/// An op interrupted while running (`interrupted: ...`) did start, and is not one.
+pub fn is_not_executed(outcome: &Outcome) -> bool {
+    matches!(outcome, Outcome::Failed(error)
+        if error.code == SQLITE_INTERRUPT && error.message.starts_with(NOT_EXECUTED_PREFIX))
+}
+
+#[cfg(test)]
+mod tests;

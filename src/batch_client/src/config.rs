@@ -5,8 +5,9 @@ pub const IC_MAX_MESSAGE_BYTES: usize = 2 * 1024 * 1024;
 /// Bytes left for the envelope of an ingress message (sender, signature, public key, delegations,
 /// nonce, expiry, method name, CBOR framing): 32 KiB, more than a long delegation chain takes.
 pub const ENVELOPE_RESERVE_BYTES: usize = 32 * 1024;
-/// The default most ops per batch: the reference canister's limit per call.
-pub const DEFAULT_MAX_BATCH_OPS: usize = bench_api::MAX_CLIENT_BATCH;
+/// The default most ops per batch: ic-rusqlite-batch's limit per batch of declared writes
+/// (`MAX_DECLARED_BATCH_OPS`), also the reference canister's.
+pub const DEFAULT_MAX_BATCH_OPS: usize = 10_000;
 /// Nanoseconds per millisecond.
 const MS: u64 = 1_000_000;
 

@@ -19,8 +19,16 @@ pub mod tokio_driver;
 pub use batcher::{
     BatchError, Batcher, BatcherStats, Due, InFlight, Next, OpFuture, OpResult, SubmitError,
 };
-pub use codec::{BatchCodec, BatchKey, PackedUserOrders, RefusalKind, Reply};
+pub use codec::{
+    BatchCodec, BatchKey, CANDID_BLOB_FRAMING_BYTES, Declared, RefusalKind, Reply,
+    encode_blob_arg, is_not_executed,
+};
 pub use config::{
     BatcherConfig, ConfigError, DEFAULT_MAX_BATCH_OPS, ENVELOPE_RESERVE_BYTES, IC_MAX_MESSAGE_BYTES,
 };
 pub use transport::{RejectCode, SendError, Transport};
+
+/// The types of a declared canister's replies, from `ic-rusqlite-batch-types` (the canister's
+/// own crate re-exports the same): what [`Declared`]'s ops get.
+pub use batch_types::declare::{BatchRefusal, Writes};
+pub use batch_types::{OpError, Outcome, WriteError};

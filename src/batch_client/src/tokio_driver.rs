@@ -3,15 +3,17 @@
 //! stops when the batcher is closed and everything is answered.
 //!
 //! ```no_run
+//! # batch_types::writes! { pub enum TodoWrite {
+//! #     complete = "UPDATE todos SET done = 1 WHERE id = ?1" { id: i64 },
+//! # } }
 //! # async fn example(transport: impl ic_batch_client::Transport) {
-//! use bench_api::UserOrderOp;
-//! use ic_batch_client::{Batcher, BatcherConfig, PackedUserOrders, tokio_driver};
+//! use ic_batch_client::{Batcher, BatcherConfig, Declared, tokio_driver};
 //!
 //! let config = tokio_driver::with_random_key_prefix(BatcherConfig::default());
-//! let batcher = Batcher::new(PackedUserOrders, config).expect("valid config");
+//! let batcher = Batcher::new(Declared::<TodoWrite>::new(), config).expect("valid config");
 //! let driver = tokio_driver::run(batcher.clone(), transport, tokio_driver::system_clock);
 //! let client = async {
-//!     let op = UserOrderOp::DeleteUserOrders { user_id: 7 };
+//!     let op = TodoWrite::complete { id: 7 };
 //!     let outcome = batcher.submit(op, tokio_driver::system_clock()).await.expect("queued");
 //!     let _ = outcome.await;
 //!     batcher.close();

@@ -1,7 +1,8 @@
 //! The batcher against a simulated database canister: `batch_core` with its `Deduplicator` on
-//! an in-memory SQLite database, answering the keyed packed batch as the reference canister
-//! does, behind a transport that injects the faults of a real network. Time is tokio's paused
-//! clock, so every run is deterministic.
+//! an in-memory SQLite database, answering a declared canister's `execute_writes_packed` as
+//! ic-rusqlite-batch does (the generic packed request read by the tests' own declaration, the
+//! outcomes packed in runs, typed refusals), behind a transport that injects the faults of a
+//! real network. Time is tokio's paused clock, so every run is deterministic.
 //!
 //! Each op inserts an order whose amount is the op's own tag, so the rows of an op can be
 //! counted in SQLite: applied twice would show as two rows with one tag.
@@ -16,15 +17,48 @@ use batch_core::{
     BatchDigest, BatchKey as CoreKey, Budget, CountingMeter, DedupConfig, Deduplicator, SqlValue,
     WriteOp,
 };
-use bench_api::packed::{decode_keyed_ops, encode_keyed_outcomes, keyed_ops_body};
-use bench_api::schema::{
-    DELETE_USER_ORDERS, INSERT_ORDER, INSERT_USER, SCHEMA, UPDATE_ORDER_AMOUNT,
-};
-use bench_api::{OpError, Outcome, UserOrderOp, WriteError, wire};
+use batch_types::SqlParam;
+use batch_types::declare::{BatchRefusal, Blob, PackedWritesResult, Writes};
+use batch_types::packed;
 use ic_batch_client::{
-    BatchError, Batcher, BatcherConfig, BatcherStats, OpResult, PackedUserOrders, RejectCode,
-    SendError, Transport, tokio_driver,
+    BatchError, Batcher, BatcherConfig, BatcherStats, Declared, OpError, OpResult, Outcome,
+    RejectCode, SendError, Transport, WriteError, tokio_driver,
 };
+
+batch_types::writes! {
+    /// A shop's users and orders: the declaration of the simulated canister and its clients.
+    pub enum ShopWrite {
+        /// A user.
+        create_user = "INSERT INTO users (username, email) VALUES (?1, ?2)" {
+            username: String, email: String
+        },
+        /// An order of `amount` for user `user_id`.
+        create_order = "INSERT INTO orders (user_id, amount) VALUES (?1, ?2)" {
+            user_id: i64, amount: f64
+        },
+        /// Sets the amount of order `order_id`.
+        update_order_amount = "UPDATE orders SET amount = ?2 WHERE order_id = ?1" {
+            order_id: i64, amount: f64
+        },
+        /// Deletes the orders of user `user_id`.
+        delete_user_orders = "DELETE FROM orders WHERE user_id = ?1" { user_id: i64 },
+    }
+}
+
+type Codec = Declared<ShopWrite>;
+
+const SCHEMA: &str = "
+CREATE TABLE users (
+  user_id INTEGER PRIMARY KEY AUTOINCREMENT,
+  username TEXT NOT NULL,
+  email TEXT NOT NULL
+);
+CREATE TABLE orders (
+  order_id INTEGER PRIMARY KEY AUTOINCREMENT,
+  user_id INTEGER NOT NULL REFERENCES users(user_id),
+  amount REAL NOT NULL
+);
+";
 
 const MS: u64 = 1_000_000;
 const SECOND: u64 = 1_000 * MS;
@@ -42,8 +76,9 @@ fn clock(start: tokio::time::Instant) -> impl Fn() -> u64 + Clone + Send + Sync 
     move || EPOCH + start.elapsed().as_nanos() as u64
 }
 
-/// The database canister: executes keyed packed batches exactly as the reference canister's
-/// keyed method will (decode, digest the ops bytes, deduplicate, run within a budget).
+/// The database canister: executes packed batches of declared writes as ic-rusqlite-batch's
+/// `execute_writes_packed` does (read the header, check the declaration's digest, read the ops
+/// by the declaration, digest the ops bytes, deduplicate, run within a budget).
 struct Canister {
     state: Mutex<CanisterState>,
 }
@@ -67,8 +102,11 @@ impl Canister {
         conn.execute_batch(SCHEMA).expect("schema");
         conn.execute_batch("PRAGMA foreign_keys = ON;")
             .expect("pragma");
-        conn.execute(INSERT_USER, ["owner", "owner@x"])
-            .expect("user");
+        conn.execute(
+            "INSERT INTO users (username, email) VALUES (?1, ?2)",
+            ["owner", "owner@x"],
+        )
+        .expect("user");
         Arc::new(Canister {
             state: Mutex::new(CanisterState {
                 conn,
@@ -91,10 +129,9 @@ impl Canister {
         f(&mut self.state.lock().expect("canister lock"))
     }
 
-    /// One update call of the keyed packed batch method at the clients' time `now`.
+    /// One update call of `execute_writes_packed` at the clients' time `now`.
     fn execute(&self, caller: &[u8], request: &[u8], now: u64) -> Result<Vec<u8>, SendError> {
-        let refused = |e: WriteError| Ok(wire::encode_packed_result(Err(e)));
-        let invalid = |e: bench_api::packed::PackedError| WriteError::Invalid(e.to_string());
+        let refused = |e: BatchRefusal| Ok(encode_result(PackedWritesResult::Err(e)));
         self.with(|st| {
             if st.stopped {
                 return Err(SendError::Rejected {
@@ -103,30 +140,24 @@ impl Canister {
                 });
             }
             if !st.authorized {
-                return refused(WriteError::NotAuthorized);
+                return refused(BatchRefusal::NotAuthorized);
             }
             let now = now.saturating_add_signed(st.skew_ns);
-            let blob = match wire::decode_blob(request) {
-                Ok(blob) => blob,
-                Err(e) => return refused(WriteError::Invalid(e.to_string())),
+            let (header, body, write_ops) = match read_request(request) {
+                Ok(read) => read,
+                Err(refusal) => return refused(refusal),
             };
-            let (key, ops) = match decode_keyed_ops(&blob, bench_api::MAX_CLIENT_BATCH) {
-                Ok(decoded) => decoded,
-                Err(e) => return refused(invalid(e)),
-            };
-            let (_, body) = keyed_ops_body(&blob).expect("decoded above");
             let key = CoreKey {
-                created_at_time_ns: key.created_at_time_ns,
-                id: key.id,
+                created_at_time_ns: header.key.created_at_time_ns,
+                id: header.key.id,
             };
-            let write_ops: Vec<WriteOp> = ops.iter().map(to_write_op).collect();
             let budget = Budget::new(CountingMeter::new(1), st.budget);
             let CanisterState { conn, dedup, .. } = st;
             let result = dedup.execute_keyed_within(
                 conn,
                 caller,
                 &key,
-                &BatchDigest::of_bytes(body),
+                &BatchDigest::of_bytes(&body),
                 &write_ops,
                 &budget,
                 now,
@@ -141,14 +172,14 @@ impl Canister {
                         .into_iter()
                         .map(ic_rusqlite_batch::types::outcome)
                         .collect();
-                    Ok(wire::encode_packed_result(Ok(encode_keyed_outcomes(
-                        batch.duplicate,
-                        &outcomes,
-                    ))))
+                    let blob = Blob::from(packed::encode_reply(batch.duplicate, &outcomes));
+                    Ok(encode_result(PackedWritesResult::Ok(blob)))
                 }
                 // As the canister answers: TooOld, CreatedInFuture, DigestMismatch, StoreFull,
-                // Database.
-                Err(error) => refused(ic_rusqlite_batch::types::dedup_refusal(error)),
+                // Database, each `Refused`.
+                Err(error) => refused(BatchRefusal::from(
+                    ic_rusqlite_batch::types::dedup_refusal(error),
+                )),
             }
         })
     }
@@ -188,23 +219,46 @@ impl Canister {
     }
 }
 
-fn to_write_op(op: &UserOrderOp) -> WriteOp {
-    match op {
-        UserOrderOp::CreateUser { username, email } => WriteOp::single(
-            INSERT_USER,
-            vec![username.as_str().into(), email.as_str().into()],
-        ),
-        UserOrderOp::CreateOrder { user_id, amount } => WriteOp::single(
-            INSERT_ORDER,
-            vec![(*user_id).into(), SqlValue::Real(*amount)],
-        ),
-        UserOrderOp::UpdateOrderAmount { order_id, amount } => WriteOp::single(
-            UPDATE_ORDER_AMOUNT,
-            vec![(*order_id).into(), SqlValue::Real(*amount)],
-        ),
-        UserOrderOp::DeleteUserOrders { user_id } => {
-            WriteOp::single(DELETE_USER_ORDERS, vec![(*user_id).into()])
-        }
+fn encode_result(result: PackedWritesResult) -> Vec<u8> {
+    candid::encode_one(result).expect("a reply")
+}
+
+/// The request's header, its ops' bytes (what the key's digest covers) and its ops as
+/// batch_core runs them: the declared SQL of each op's write, its parameters bound.
+fn read_request(
+    request: &[u8],
+) -> Result<(packed::RequestHeader, Vec<u8>, Vec<WriteOp>), BatchRefusal> {
+    let blob: Blob = candid::decode_one(request).map_err(|e| BatchRefusal::Malformed {
+        offset: 0,
+        what: e.to_string(),
+    })?;
+    let declaration = ShopWrite::declaration();
+    let (header, body) = packed::read_header(&blob)?;
+    if header.digest != declaration.digest {
+        return Err(BatchRefusal::DeclarationMismatch {
+            canister: Blob::from(declaration.digest.to_vec()),
+            request: Blob::from(header.digest.to_vec()),
+        });
+    }
+    let ops = packed::read_ops(declaration, body, 10_000)?
+        .into_iter()
+        .enumerate()
+        .map(|(i, op)| {
+            declaration.check(i, op.write, &op.params)?;
+            let params = op.params.into_iter().map(sql_value).collect();
+            Ok(WriteOp::single(declaration.writes[op.write].sql, params))
+        })
+        .collect::<Result<_, BatchRefusal>>()?;
+    Ok((header, body.to_vec(), ops))
+}
+
+fn sql_value(param: SqlParam) -> SqlValue {
+    match param {
+        SqlParam::Null => SqlValue::Null,
+        SqlParam::Integer(v) => SqlValue::Integer(v),
+        SqlParam::Real(v) => SqlValue::Real(v),
+        SqlParam::Text(v) => SqlValue::Text(v),
+        SqlParam::Blob(v) => SqlValue::Blob(v),
     }
 }
 
@@ -338,12 +392,12 @@ impl Transport for Net {
 }
 
 fn outcomes_of(reply: &[u8]) -> (Vec<Outcome>, bool) {
-    let bench_api::PackedResult::Ok(blob) =
-        candid::decode_one::<bench_api::PackedResult>(reply).expect("a packed result")
+    let PackedWritesResult::Ok(blob) =
+        candid::decode_one::<PackedWritesResult>(reply).expect("a packed result")
     else {
         panic!("refused")
     };
-    let reply = bench_api::packed::decode_keyed_outcomes(&blob, usize::MAX).expect("keyed reply");
+    let reply = packed::decode_reply(&blob, usize::MAX).expect("a packed reply");
     (reply.outcomes, reply.duplicate)
 }
 
@@ -394,8 +448,8 @@ fn config() -> BatcherConfig {
     }
 }
 
-fn order(tag: u64) -> UserOrderOp {
-    UserOrderOp::CreateOrder {
+fn order(tag: u64) -> ShopWrite {
+    ShopWrite::create_order {
         user_id: USER,
         amount: tag as f64,
     }
@@ -411,7 +465,7 @@ async fn run_ops(
     config: BatcherConfig,
     tags: &[u64],
     clock: impl Fn() -> u64 + Clone + Send + Sync + 'static,
-) -> (Vec<OpResult<PackedUserOrders>>, BatcherStats) {
+) -> (Vec<OpResult<Codec>>, BatcherStats) {
     let run = run_ops_unbounded(net, config, tags, clock);
     let result = tokio::time::timeout(STUCK, run)
         .await
@@ -429,8 +483,8 @@ async fn run_ops_unbounded(
     config: BatcherConfig,
     tags: &[u64],
     clock: impl Fn() -> u64 + Clone + Send + Sync + 'static,
-) -> (Vec<OpResult<PackedUserOrders>>, BatcherStats) {
-    let batcher = Batcher::new(PackedUserOrders, config).expect("config");
+) -> (Vec<OpResult<Codec>>, BatcherStats) {
+    let batcher = Batcher::new(Codec::new(), config).expect("config");
     let driver = tokio::spawn(tokio_driver::run(
         batcher.clone(),
         net.clone(),
@@ -454,7 +508,7 @@ async fn run_ops_unbounded(
     (results, batcher.stats())
 }
 
-fn committed_row(result: &OpResult<PackedUserOrders>) -> Option<i64> {
+fn committed_row(result: &OpResult<Codec>) -> Option<i64> {
     match result {
         Ok(Outcome::Committed {
             rows_changed: 1,
@@ -583,7 +637,9 @@ async fn a_key_past_its_window_is_unknown_if_it_may_have_run_and_refused_if_it_d
     assert!(
         matches!(
             &results[0],
-            Err(BatchError::Refused(WriteError::TooOld { .. }))
+            Err(BatchError::Refused(BatchRefusal::Refused(
+                WriteError::TooOld { .. }
+            )))
         ),
         "{results:?}"
     );
@@ -613,7 +669,9 @@ async fn a_client_clock_ahead_of_the_canister_is_refused_per_op_body() {
         assert!(
             matches!(
                 result,
-                Err(BatchError::Refused(WriteError::CreatedInFuture { .. }))
+                Err(BatchError::Refused(BatchRefusal::Refused(
+                    WriteError::CreatedInFuture { .. }
+                )))
             ),
             "{result:?}"
         );
@@ -640,7 +698,7 @@ async fn op_failures_are_per_op_and_ops_not_executed_are_resubmitted_under_new_k
         Arc::clone(&canister),
         clock.clone(),
     )));
-    let batcher = Batcher::new(PackedUserOrders, config()).expect("config");
+    let batcher = Batcher::new(Codec::new(), config()).expect("config");
     let driver = tokio::spawn(tokio_driver::run(
         batcher.clone(),
         net.clone(),
@@ -651,12 +709,12 @@ async fn op_failures_are_per_op_and_ops_not_executed_are_resubmitted_under_new_k
         // Every fifth op orders for a missing user, and alternating texts keep the ops from
         // being coalesced into one meter read.
         let op = if tag.is_multiple_of(5) {
-            UserOrderOp::CreateOrder {
+            ShopWrite::create_order {
                 user_id: MISSING_USER,
                 amount: tag as f64,
             }
         } else if tag.is_multiple_of(2) {
-            UserOrderOp::UpdateOrderAmount {
+            ShopWrite::update_order_amount {
                 order_id: 1_000_000 + tag as i64,
                 amount: tag as f64,
             }
@@ -710,7 +768,7 @@ async fn a_refusal_of_the_whole_batch_reaches_every_op_body() {
     )));
     let (results, stats) = run_ops(&net, config(), &[1, 2, 3], clock.clone()).await;
     for result in &results {
-        assert_eq!(result, &Err(BatchError::Refused(WriteError::NotAuthorized)));
+        assert_eq!(result, &Err(BatchError::Refused(BatchRefusal::NotAuthorized)));
     }
     assert_eq!((stats.attempts, stats.refused), (1, 3));
 
@@ -720,7 +778,7 @@ async fn a_refusal_of_the_whole_batch_reaches_every_op_body() {
     let t0 = clock();
     let frozen = move || t0;
     for (tags, expect_refusal) in [(&[10u64][..], false), (&[11, 12][..], true)] {
-        let batcher = Batcher::new(PackedUserOrders, config()).expect("config");
+        let batcher = Batcher::new(Codec::new(), config()).expect("config");
         let driver = tokio::spawn(tokio_driver::run(batcher.clone(), net.clone(), frozen));
         let mut futures = Vec::new();
         for &tag in tags {
@@ -733,7 +791,9 @@ async fn a_refusal_of_the_whole_batch_reaches_every_op_body() {
                 assert!(
                     matches!(
                         &result,
-                        Err(BatchError::Refused(WriteError::DigestMismatch { .. }))
+                        Err(BatchError::Refused(BatchRefusal::Refused(
+                            WriteError::DigestMismatch { .. }
+                        )))
                     ),
                     "{result:?}"
                 );
@@ -767,7 +827,7 @@ async fn ten_thousand_ops_with_random_faults_run_exactly_once() {
     }));
     let net = Net(Arc::new(network));
     let batcher = Batcher::new(
-        PackedUserOrders,
+        Codec::new(),
         BatcherConfig {
             max_batch_ops: 25,
             max_resubmits: 1_000,
@@ -794,12 +854,12 @@ async fn ten_thousand_ops_with_random_faults_run_exactly_once() {
                 // Every 7th updates no order (another statement, which ends a run of
                 // coalesced inserts).
                 let op = if tag.is_multiple_of(97) {
-                    UserOrderOp::CreateOrder {
+                    ShopWrite::create_order {
                         user_id: MISSING_USER,
                         amount: tag as f64,
                     }
                 } else if tag % 7 == 3 {
-                    UserOrderOp::UpdateOrderAmount {
+                    ShopWrite::update_order_amount {
                         order_id: -(tag as i64),
                         amount: tag as f64,
                     }

@@ -13,6 +13,7 @@ pub use batch_types::{
     TicketStatus, WriteAccess, WriteError, WriteResult,
 };
 
+pub mod client;
 pub mod fixture;
 pub mod packed;
 pub mod schema;

@@ -13,12 +13,13 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
+use bench_api::client::PackedUserOrders;
 use bench_api::{Outcome, UserOrderOp};
 use candid::Principal;
 use ic_agent::Agent;
 use ic_batch_client::agent::AgentTransport;
 use ic_batch_client::{
-    BatchError, Batcher, BatcherConfig, BatcherStats, OpResult, PackedUserOrders, tokio_driver,
+    BatchError, Batcher, BatcherConfig, BatcherStats, OpResult, tokio_driver,
 };
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};

@@ -27,14 +27,13 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use bench_api::client::PackedUserOrders;
 use bench_api::{InitArgs, Outcome, Ticket, UserOrderOp};
 use candid::Principal;
 use ic_agent::Agent;
 use ic_agent::agent::{CallResponse, RequestStatusResponse};
 use ic_batch_client::agent::AgentTransport;
-use ic_batch_client::{
-    Batcher, BatcherConfig, PackedUserOrders, SendError, Transport, tokio_driver,
-};
+use ic_batch_client::{Batcher, BatcherConfig, SendError, Transport, tokio_driver};
 use offline_engine::fees::{IC_2025, ingress_bytes};
 use tokio::sync::{oneshot, watch};
 

@@ -10,11 +10,12 @@
 use std::fmt::Write as _;
 
 use bench_api::UserOrderOp;
+use bench_api::client::PackedUserOrders;
 use bench_api::packed::{self, BatchKey};
 use candid::Principal;
 use ic_agent::Agent;
 use ic_batch_client::agent::AgentTransport;
-use ic_batch_client::{Batcher, BatcherConfig, PackedUserOrders, tokio_driver};
+use ic_batch_client::{Batcher, BatcherConfig, tokio_driver};
 
 use crate::{E2eError, Replica, cycles, deploy, identity};
 

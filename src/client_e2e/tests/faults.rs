@@ -10,14 +10,15 @@
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
 
+use bench_api::client::PackedUserOrders;
 use bench_api::{Outcome, UserOrderOp};
 use candid::Principal;
 use client_e2e::{Replica, counts, deploy, identity, upgrade};
 use ic_agent::Agent;
 use ic_batch_client::agent::AgentTransport;
 use ic_batch_client::{
-    BatchCodec, BatchError, Batcher, BatcherConfig, OpResult, PackedUserOrders, Reply, SendError,
-    Transport, tokio_driver,
+    BatchCodec, BatchError, Batcher, BatcherConfig, OpResult, Reply, SendError, Transport,
+    tokio_driver,
 };
 
 const MS: u64 = 1_000_000;

@@ -1,20 +1,38 @@
 //! The core's state machine, driven by hand: triggers, bounds, keys, and what each kind of
-//! attempt result delivers.
+//! attempt result delivers. The ops are the tests' own declared writes, in the generic packed
+//! format ([`Declared`]).
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::task::Poll;
 
-use bench_api::packed::{self, decode_keyed_ops, encode_keyed_outcomes};
-use bench_api::{OpError, Outcome, UserOrderOp, WriteError, wire};
+use batch_types::declare::{BatchRefusal, Blob, PackedWritesResult, Writes};
+use batch_types::packed::{self, PackedOp};
+use batch_types::{OpError, Outcome, WriteError};
 use futures_util::FutureExt;
 
 use super::*;
-use crate::codec::PackedUserOrders;
+use crate::codec::Declared;
 
 const MS: u64 = 1_000_000;
 
-fn order(user_id: i64) -> UserOrderOp {
-    UserOrderOp::CreateOrder {
+batch_types::writes! {
+    /// A shop's writes: the tests' declaration.
+    pub enum ShopWrite {
+        /// An order of `amount` for user `user_id`.
+        create_order = "INSERT INTO orders (user_id, amount) VALUES (?1, ?2)" {
+            user_id: i64, amount: f64
+        },
+        /// A user.
+        create_user = "INSERT INTO users (username, email) VALUES (?1, ?2)" {
+            username: String, email: String
+        },
+    }
+}
+
+type Codec = Declared<ShopWrite>;
+
+fn order(user_id: i64) -> ShopWrite {
+    ShopWrite::create_order {
         user_id,
         amount: 1.0,
     }
@@ -30,8 +48,8 @@ fn config() -> BatcherConfig {
     }
 }
 
-fn batcher(config: BatcherConfig) -> Batcher<PackedUserOrders> {
-    Batcher::new(PackedUserOrders, config).expect("valid config")
+fn batcher(config: BatcherConfig) -> Batcher<Codec> {
+    Batcher::new(Codec::new(), config).expect("valid config")
 }
 
 fn committed(rowid: i64) -> Outcome {
@@ -41,19 +59,35 @@ fn committed(rowid: i64) -> Outcome {
     }
 }
 
+/// The canister's reply to a batch that ran: the packed outcomes.
 fn reply(duplicate: bool, outcomes: &[Outcome]) -> Vec<u8> {
-    wire::encode_packed_result(Ok(encode_keyed_outcomes(duplicate, outcomes)))
+    let blob = Blob::from(packed::encode_reply(duplicate, outcomes));
+    candid::encode_one(PackedWritesResult::Ok(blob)).expect("encode")
 }
 
 /// The canister's typed refusal of a batch.
-fn refusal(error: WriteError) -> Vec<u8> {
-    wire::encode_packed_result(Err(error))
+fn refusal(refusal: BatchRefusal) -> Vec<u8> {
+    candid::encode_one(PackedWritesResult::Err(refusal)).expect("encode")
 }
 
-/// The ops a request carries.
-fn ops_of(batch: &InFlight<PackedUserOrders>) -> Vec<UserOrderOp> {
-    let blob = wire::decode_blob(batch.request()).expect("blob");
-    decode_keyed_ops(&blob, usize::MAX).expect("keyed").1
+/// The ops a request carries, as the canister reads them.
+fn ops_of(batch: &InFlight<Codec>) -> Vec<PackedOp> {
+    let blob: Blob = candid::decode_one(batch.request()).expect("blob");
+    let (header, ops) = packed::read_header(&blob).expect("a request");
+    assert_eq!(header.digest, ShopWrite::declaration().digest);
+    assert_eq!(header.key.created_at_time_ns, batch.key().created_at_time_ns);
+    assert_eq!(header.key.id, batch.key().id);
+    packed::read_ops(ShopWrite::declaration(), ops, usize::MAX).expect("the ops")
+}
+
+/// `ops` as the canister reads them.
+fn unpacked(ops: &[ShopWrite]) -> Vec<PackedOp> {
+    ops.iter()
+        .map(|op| PackedOp {
+            write: op.index(),
+            params: op.clone().into_params(),
+        })
+        .collect()
 }
 
 fn ready<F: Future + Unpin>(future: &mut F) -> Option<F::Output> {
@@ -72,7 +106,7 @@ fn a_batch_is_due_at_its_size_or_after_its_delay() {
     // Three queued: the size trigger.
     assert_eq!(b.due(30), Due::Now);
     let batch = b.take_batch(30).expect("due");
-    assert_eq!(ops_of(&batch), vec![order(1), order(2), order(3)]);
+    assert_eq!(ops_of(&batch), unpacked(&[order(1), order(2), order(3)]));
     assert_eq!(batch.key().created_at_time_ns, 30);
     assert_eq!(&batch.key().id[..8], b"prefix!!");
     assert_eq!(b.due(30), Due::Idle);
@@ -80,14 +114,14 @@ fn a_batch_is_due_at_its_size_or_after_its_delay() {
     let _d = b.try_submit(order(4), 40).unwrap();
     assert!(b.take_batch(40 + 50 * MS - 1).is_none());
     let late = b.take_batch(40 + 50 * MS).expect("delay trigger");
-    assert_eq!(ops_of(&late), vec![order(4)]);
+    assert_eq!(ops_of(&late), unpacked(&[order(4)]));
     assert_ne!(late.key(), batch.key());
     assert_eq!(late.key().id[8..], 1u64.to_be_bytes());
 }
 
 #[test]
 fn a_request_stays_within_its_byte_bound() {
-    let codec = PackedUserOrders;
+    let codec = Codec::new();
     // Room for exactly two orders of 10 bytes after the header.
     let b = batcher(BatcherConfig {
         max_batch_ops: 100,
@@ -107,7 +141,7 @@ fn a_request_stays_within_its_byte_bound() {
     assert_eq!(second.len(), 2);
     assert!(b.take_batch(0).is_none(), "two in flight");
     // An op larger than a request's room is refused.
-    let long = UserOrderOp::CreateUser {
+    let long = ShopWrite::create_user {
         username: "x".repeat(30),
         email: String::new(),
     };
@@ -230,7 +264,7 @@ fn a_refusal_after_an_unanswered_attempt_is_unknown_never_a_false_not_run() {
     };
     // The writer was removed between the attempts: the refusal proves nothing about the first.
     assert!(matches!(
-        b.finish(batch, Ok(refusal(WriteError::NotAuthorized)), 2),
+        b.finish(batch, Ok(refusal(BatchRefusal::NotAuthorized)), 2),
         Next::Done
     ));
     assert!(matches!(
@@ -242,12 +276,12 @@ fn a_refusal_after_an_unanswered_attempt_is_unknown_never_a_false_not_run() {
     b.flush();
     let batch = b.take_batch(3).unwrap();
     assert!(matches!(
-        b.finish(batch, Ok(refusal(WriteError::NotAuthorized)), 4),
+        b.finish(batch, Ok(refusal(BatchRefusal::NotAuthorized)), 4),
         Next::Done
     ));
     assert_eq!(
         ready(&mut second),
-        Some(Err(BatchError::Refused(WriteError::NotAuthorized)))
+        Some(Err(BatchError::Refused(BatchRefusal::NotAuthorized)))
     );
     let stats = b.stats();
     assert_eq!((stats.unknown, stats.refused), (1, 1));
@@ -265,11 +299,11 @@ fn too_old_is_unknown_after_a_lost_reply_and_a_refusal_otherwise() {
     };
     b.finish(
         batch,
-        Ok(refusal(WriteError::TooOld {
+        Ok(refusal(BatchRefusal::Refused(WriteError::TooOld {
             created_at_time: 0,
             now: 90_000_000_000_000,
             oldest_accepted: 3_540_000_000_000,
-        })),
+        }))),
         2,
     );
     assert!(matches!(
@@ -281,20 +315,22 @@ fn too_old_is_unknown_after_a_lost_reply_and_a_refusal_otherwise() {
     let batch = b.take_batch(0).unwrap();
     b.finish(
         batch,
-        Ok(refusal(WriteError::CreatedInFuture {
+        Ok(refusal(BatchRefusal::Refused(WriteError::CreatedInFuture {
             created_at_time: 9,
             now: 0,
             newest_accepted: 6,
-        })),
+        }))),
         1,
     );
     assert_eq!(
         ready(&mut skewed),
-        Some(Err(BatchError::Refused(WriteError::CreatedInFuture {
-            created_at_time: 9,
-            now: 0,
-            newest_accepted: 6,
-        })))
+        Some(Err(BatchError::Refused(BatchRefusal::Refused(
+            WriteError::CreatedInFuture {
+                created_at_time: 9,
+                now: 0,
+                newest_accepted: 6,
+            }
+        ))))
     );
 }
 
@@ -404,7 +440,7 @@ fn ops_not_executed_are_sent_again_first_under_a_new_key() {
     assert!(ready(&mut futures[2]).is_none());
     // Op 3 comes back at the front, due at once, with op 4 behind it.
     let again = b.take_batch(12).expect("due");
-    assert_eq!(ops_of(&again), vec![order(3), order(4)]);
+    assert_eq!(ops_of(&again), unpacked(&[order(3), order(4)]));
     assert_ne!(*again.key(), key);
     // Not executed a second time: past max_resubmits, delivered as it is.
     b.finish(
@@ -443,11 +479,12 @@ fn a_reply_that_cannot_be_read_may_have_run() {
     let mut other = b.try_submit(order(2), 0).unwrap();
     b.flush();
     let batch = b.take_batch(0).unwrap();
+    // A reply of another version (3: the reference canister's keyed reply).
+    let mut other_version = packed::encode_reply(false, &[committed(1)]);
+    other_version[0] = 3;
     b.finish(
         batch,
-        Ok(wire::encode_packed_result(Ok(packed::encode_outcomes(&[
-            committed(1),
-        ])))),
+        Ok(candid::encode_one(PackedWritesResult::Ok(Blob::from(other_version))).unwrap()),
         1,
     );
     assert!(matches!(
@@ -485,7 +522,7 @@ fn the_notifier_hears_of_work_and_close_finishes_after_the_last_answer() {
 
 #[test]
 fn bad_configurations_are_refused() {
-    let header = PackedUserOrders.header_len();
+    let header = Codec::new().header_len();
     for (config, error) in [
         (
             BatcherConfig {
@@ -516,6 +553,6 @@ fn bad_configurations_are_refused() {
             },
         ),
     ] {
-        assert_eq!(Batcher::new(PackedUserOrders, config).unwrap_err(), error);
+        assert_eq!(Batcher::new(Codec::new(), config).unwrap_err(), error);
     }
 }
