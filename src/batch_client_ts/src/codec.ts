@@ -61,7 +61,16 @@ export type WriteError =
   | { TooOld: { created_at_time: bigint; now: bigint; oldest_accepted: bigint } }
   | { CreatedInFuture: { created_at_time: bigint; now: bigint; newest_accepted: bigint } }
   | { DigestMismatch: { created_at_time: bigint } }
-  | { StoreFull: { keys_held: bigint; max_keys: bigint; bytes_held: bigint; max_bytes: bigint } };
+  | {
+      StoreFull: {
+        keys_held: bigint;
+        max_keys: bigint;
+        bytes_held: bigint;
+        max_bytes: bigint;
+        /** Whose share of the store is full: the caller's, or the whole store. */
+        share: { Caller: null } | { Store: null };
+      };
+    };
 
 /** `WriteError`'s Candid type (the canister's `.did`). */
 export const WRITE_ERROR = IDL.Variant({
@@ -73,10 +82,16 @@ export const WRITE_ERROR = IDL.Variant({
   TooOld: IDL.Record({ created_at_time: IDL.Nat64, now: IDL.Nat64, oldest_accepted: IDL.Nat64 }),
   CreatedInFuture: IDL.Record({ created_at_time: IDL.Nat64, now: IDL.Nat64, newest_accepted: IDL.Nat64 }),
   DigestMismatch: IDL.Record({ created_at_time: IDL.Nat64 }),
-  StoreFull: IDL.Record({ keys_held: IDL.Nat64, max_keys: IDL.Nat64, bytes_held: IDL.Nat64, max_bytes: IDL.Nat64 }),
+  StoreFull: IDL.Record({
+    keys_held: IDL.Nat64,
+    max_keys: IDL.Nat64,
+    bytes_held: IDL.Nat64,
+    max_bytes: IDL.Nat64,
+    share: IDL.Variant({ Caller: IDL.Null, Store: IDL.Null }),
+  }),
 });
 
-const BLOB = IDL.Vec(IDL.Nat8);
+export const BLOB = IDL.Vec(IDL.Nat8);
 
 /** `execute_batch_packed`'s reply: `variant { Ok : blob; Err : WriteError }`. */
 export const PACKED_RESULT = IDL.Variant({ Ok: BLOB, Err: WRITE_ERROR });
@@ -94,22 +109,47 @@ export interface PackedRefusal {
 
 const RETRY_REFUSALS = new Set(['StoreFull', 'Database', 'QueueFull', 'QueueBytesFull']);
 
+/**
+ * What the batcher does with a `WriteError` refusing a whole batch (every keyed batch method of
+ * ic-rusqlite-batch refuses with one): `TooOld` is `tooOld`; a full deduplication store, a
+ * database error (the transaction could not begin) and a full queue are retried; the others
+ * (`Invalid`, `NotAuthorized`, `CreatedInFuture`, `DigestMismatch`) are final.
+ */
+export function refusalKindOfWriteError(error: WriteError): RefusalKind {
+  const name = Object.keys(error)[0]!;
+  if (name === 'TooOld') return 'tooOld';
+  return RETRY_REFUSALS.has(name) ? 'retry' : 'final';
+}
+
+/** `error`'s fields as text: `field value, ...` (a variant as its name). */
+function fieldsText(value: unknown): string {
+  if (value === null) return '';
+  if (typeof value === 'string') return value;
+  return Object.entries(value as Record<string, unknown>)
+    .map(([field, v]) => `${field} ${typeof v === 'object' && v !== null ? Object.keys(v).join('') : String(v)}`)
+    .join(', ');
+}
+
 /** The refusal `error` stands for. */
 export function refusalOf(error: WriteError): PackedRefusal {
   const [[name, value]] = Object.entries(error) as [[string, unknown]];
-  const detail =
-    value === null
-      ? ''
-      : typeof value === 'string'
-        ? value
-        : Object.entries(value as Record<string, bigint>)
-            .map(([field, v]) => `${field} ${v}`)
-            .join(', ');
-  return { name, detail, error };
+  return { name, detail: fieldsText(value), error };
+}
+
+/** `SQLITE_INTERRUPT`, the code of ops interrupted or not reached. */
+const SQLITE_INTERRUPT = 9;
+
+/**
+ * Whether `outcome` says the op did not run at all: code 9 (`SQLITE_INTERRUPT`) with the
+ * message `not executed: ...` (the batch's instruction budget ended before it). An op
+ * interrupted while running (`interrupted: ...`) did start, and is not one.
+ */
+export function isNotExecuted(outcome: Outcome): boolean {
+  return 'Failed' in outcome && outcome.Failed.code === SQLITE_INTERRUPT && outcome.Failed.message.startsWith('not executed: ');
 }
 
 /** Candid framing of a blob argument: magic, type table, argument type, LEB128 length. */
-const CANDID_BLOB_FRAMING = 4 + 1 + 2 + 1 + 1 + 3;
+export const CANDID_BLOB_FRAMING = 4 + 1 + 2 + 1 + 1 + 3;
 /** The reference canister's keyed packed batch (request version 2, reply version 3). */
 export class PackedUserOrders implements BatchCodec<UserOrderOp, Outcome, PackedRefusal> {
   readonly headerLen = CANDID_BLOB_FRAMING + KEYED_HEADER_BYTES;
@@ -139,12 +179,11 @@ export class PackedUserOrders implements BatchCodec<UserOrderOp, Outcome, Packed
   }
 
   refusalKind(refusal: PackedRefusal): RefusalKind {
-    if (refusal.name === 'TooOld') return 'tooOld';
-    return RETRY_REFUSALS.has(refusal.name) ? 'retry' : 'final';
+    return refusalKindOfWriteError(refusal.error);
   }
 
   notExecuted(outcome: Outcome): boolean {
-    return 'Failed' in outcome && outcome.Failed.code === 9 && outcome.Failed.message.startsWith('not executed: ');
+    return isNotExecuted(outcome);
   }
 
   describe(refusal: PackedRefusal): string {

@@ -6,17 +6,10 @@
 // `users` table) and that each op's promise settled once, with its own row.
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { spawn, type ChildProcess } from 'node:child_process';
-import { existsSync, mkdtempSync, readFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { dirname, join, resolve } from 'node:path';
-import { fileURLToPath } from 'node:url';
-import { gzipSync } from 'node:zlib';
 
-import { Actor, HttpAgent } from '@icp-sdk/core/agent';
-import { IDL } from '@icp-sdk/core/candid';
-import { Ed25519KeyIdentity } from '@icp-sdk/core/identity';
-import { Principal } from '@icp-sdk/core/principal';
+import { Actor, type HttpAgent } from '@icp-sdk/core/agent';
+import type { IDL } from '@icp-sdk/core/candid';
+import type { Principal } from '@icp-sdk/core/principal';
 
 import {
   AgentTransport,
@@ -29,85 +22,24 @@ import {
   type UserOrderOp,
   realScheduler,
 } from '../src/index.js';
+import { type Replica, canisterWasm, deploy, hook as replicaHook, newAgent, startReplica } from './replica.js';
 
-/** The repository's root (this file runs from src/batch_client_ts/dist/test). */
-const repoRoot = resolve(dirname(fileURLToPath(import.meta.url)), '../../../..');
-const serverBinary = process.env.OFFLINE_POCKET_IC_BIN ?? join(repoRoot, 'target/release/offline-pocket-ic');
-const canisterWasm = join(repoRoot, 'target/canister/bench_canister.wasm');
-
-let child: ChildProcess | undefined;
+const wasm = canisterWasm('bench_canister');
+let replica: Replica | undefined;
 let url = '';
 
 before(async () => {
-  for (const [what, path] of [
-    ['the server (cargo build --release -p pocket_ic_server)', serverBinary],
-    ['the canister (scripts/build.sh)', canisterWasm],
-  ] as const) {
-    if (!existsSync(path)) throw new Error(`missing ${what}: ${path}`);
-  }
-  const portFile = join(mkdtempSync(join(tmpdir(), 'batch-client-e2e-')), 'port');
-  child = spawn(serverBinary, ['--replica', '--test-hooks', '--mute-canister-output', '--ttl', '600', '--port-file', portFile], {
-    stdio: 'ignore',
-  });
-  const started = Date.now();
-  for (;;) {
-    if (existsSync(portFile)) {
-      const text = readFileSync(portFile, 'utf8');
-      if (text.endsWith('\n')) {
-        url = `http://127.0.0.1:${text.trim()}`;
-        return;
-      }
-    }
-    if (Date.now() - started > 60_000) throw new Error('the server wrote no port file');
-    await new Promise((r) => setTimeout(r, 20));
-  }
+  replica = await startReplica({ 'the canister (scripts/build.sh)': wasm });
+  url = replica.url;
 });
-after(() => child?.kill());
+after(() => replica?.stop());
 
-async function hook(name: string, body: object): Promise<void> {
-  const r = await fetch(`${url}/test_hooks/${name}`, {
-    method: 'POST',
-    headers: { 'content-type': 'application/json' },
-    body: JSON.stringify(body),
-  });
-  if (r.status !== 200) throw new Error(`hook ${name}: ${r.status} ${await r.text()}`);
-}
-
-const managementIdl: IDL.InterfaceFactory = ({ IDL }) =>
-  IDL.Service({
-    provisional_create_canister_with_cycles: IDL.Func(
-      [
-        IDL.Record({
-          amount: IDL.Opt(IDL.Nat),
-          settings: IDL.Opt(IDL.Record({ controllers: IDL.Opt(IDL.Vec(IDL.Principal)) })),
-          specified_id: IDL.Opt(IDL.Principal),
-          sender_canister_version: IDL.Opt(IDL.Nat64),
-        }),
-      ],
-      [IDL.Record({ canister_id: IDL.Principal })],
-      [],
-    ),
-    install_code: IDL.Func(
-      [
-        IDL.Record({
-          mode: IDL.Variant({ install: IDL.Null, reinstall: IDL.Null, upgrade: IDL.Opt(IDL.Record({})) }),
-          canister_id: IDL.Principal,
-          wasm_module: IDL.Vec(IDL.Nat8),
-          arg: IDL.Vec(IDL.Nat8),
-          sender_canister_version: IDL.Opt(IDL.Nat64),
-        }),
-      ],
-      [],
-      [],
-    ),
-  });
+const hook = (name: string, body: object) => replicaHook(url, name, body);
 
 const countsIdl: IDL.InterfaceFactory = ({ IDL }) =>
   IDL.Service({
     counts: IDL.Func([], [IDL.Variant({ Ok: IDL.Record({ users: IDL.Nat64, orders: IDL.Nat64 }), Err: IDL.Text })], ['query']),
   });
-
-const LXZZE = Principal.fromText('lxzze-o7777-77777-aaaaa-cai');
 
 interface Setup {
   agent: HttpAgent;
@@ -117,22 +49,8 @@ interface Setup {
 
 /** A fresh canister, deployed by the identity that then writes through the batcher. */
 async function setup(): Promise<Setup> {
-  const agent = await HttpAgent.create({ host: url, identity: Ed25519KeyIdentity.generate(), shouldFetchRootKey: true });
-  const create = Actor.createActor(managementIdl, { agent, canisterId: Principal.managementCanister(), effectiveCanisterId: LXZZE });
-  const { canister_id: canisterId } = (await create.provisional_create_canister_with_cycles!({
-    amount: [100_000_000_000_000n],
-    settings: [],
-    specified_id: [],
-    sender_canister_version: [],
-  })) as { canister_id: Principal };
-  const install = Actor.createActor(managementIdl, { agent, canisterId: Principal.managementCanister(), effectiveCanisterId: canisterId });
-  await install.install_code!({
-    mode: { install: null },
-    canister_id: canisterId,
-    wasm_module: [...gzipSync(readFileSync(canisterWasm))],
-    arg: [...IDL.encode([IDL.Opt(IDL.Record({}))], [[]])],
-    sender_canister_version: [],
-  });
+  const agent = await newAgent(url);
+  const canisterId = await deploy(agent, wasm);
   const counts = Actor.createActor(countsIdl, { agent, canisterId });
   const users = async () => ((await counts.counts!()) as { Ok: { users: bigint } }).Ok.users;
   return { agent, canisterId, users };

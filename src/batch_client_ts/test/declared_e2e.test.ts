@@ -1,0 +1,162 @@
+// The generic codec against a canister it has no code for: the example todo store
+// (examples/todo_canister, target/canister/todo_canister.wasm) on the offline replica, its
+// declaration fetched with its `batch_declaration` query. A thousand ops through the batcher
+// with a reply lost after the commit, each applied once (read back with the canister's `todos`
+// query); the canister's refusals as typed values: a stranger, a request packed for another
+// declaration, a parameter past its limit the client did not check, bytes that are not a
+// request.
+import assert from 'node:assert/strict';
+import { after, before, test } from 'node:test';
+
+import { Actor, type HttpAgent } from '@icp-sdk/core/agent';
+import { IDL } from '@icp-sdk/core/candid';
+import type { Principal } from '@icp-sdk/core/principal';
+
+import {
+  AgentTransport,
+  BatchError,
+  Batcher,
+  type DeclarationView,
+  type DeclaredRefusal,
+  DeclaredWrites,
+  type Outcome,
+  PackedError,
+  declarationDigest,
+} from '../src/index.js';
+import { type Replica, canisterWasm, deploy, hook, newAgent, startReplica } from './replica.js';
+
+const wasm = canisterWasm('todo_canister');
+let replica: Replica | undefined;
+let url = '';
+
+before(async () => {
+  replica = await startReplica({ 'the todo canister (scripts/build_example.sh)': wasm });
+  url = replica.url;
+});
+after(() => replica?.stop());
+
+/** The todo store's writes, as its `.did` declares them. */
+type TodoOp =
+  | { write: 'add'; params: { title: string; due_ns: bigint | null } }
+  | { write: 'complete'; params: { id: bigint } }
+  | { write: 'purge_done'; params: Record<string, never> };
+
+interface Todo {
+  id: bigint;
+  title: string;
+  due_ns: [] | [bigint];
+  done: boolean;
+}
+
+const todosIdl: IDL.InterfaceFactory = ({ IDL }) => {
+  const Todo = IDL.Record({ id: IDL.Int64, title: IDL.Text, due_ns: IDL.Opt(IDL.Int64), done: IDL.Bool });
+  return IDL.Service({
+    todos: IDL.Func([IDL.Int64], [IDL.Variant({ Ok: IDL.Vec(Todo), Err: IDL.Variant({ Database: IDL.Text }) })], ['query']),
+  });
+};
+
+interface Store {
+  agent: HttpAgent;
+  canisterId: Principal;
+  codec: DeclaredWrites<TodoOp>;
+  /** Every todo, read 100 at a time by `id > after`. */
+  todos(): Promise<Todo[]>;
+}
+
+/** A fresh todo store, installed by the identity that then writes, and the codec of its declaration. */
+async function store(): Promise<Store> {
+  const agent = await newAgent(url);
+  const canisterId = await deploy(agent, wasm);
+  const codec = await DeclaredWrites.fetch<TodoOp>(agent, canisterId);
+  const actor = Actor.createActor(todosIdl, { agent, canisterId });
+  const todos = async () => {
+    const all: Todo[] = [];
+    for (;;) {
+      const page = (await actor.todos!(all.at(-1)?.id ?? 0n)) as { Ok: Todo[] } | { Err: unknown };
+      if (!('Ok' in page)) throw new Error(`todos: ${JSON.stringify(page.Err)}`);
+      all.push(...page.Ok);
+      if (page.Ok.length < 100) return all;
+    }
+  };
+  return { agent, canisterId, codec, todos };
+}
+
+const config = { maxDelayMs: 60_000, attemptTimeoutMs: 5_000, initialBackoffMs: 50, maxBackoffMs: 500 };
+
+function batcher(s: Store, codec: DeclaredWrites<TodoOp> = s.codec, agent: HttpAgent = s.agent, maxBatchOps = 10_000) {
+  return new Batcher(codec, new AgentTransport(agent, s.canisterId, 'execute_writes_packed'), { ...config, maxBatchOps });
+}
+
+/** Each op's rejection, which must be a refusal of its batch. */
+async function refusals(outcomes: Promise<Outcome>[]): Promise<DeclaredRefusal[]> {
+  const settled = await Promise.allSettled(outcomes);
+  return settled.map((r) => {
+    assert.equal(r.status, 'rejected', 'the op was refused');
+    const e = (r as PromiseRejectedResult).reason as unknown;
+    assert.ok(e instanceof BatchError, String(e));
+    assert.equal(e.kind, 'refused', e.message);
+    return e.refusal as DeclaredRefusal;
+  });
+}
+
+/** Submits `ops` as one batch, closes the batcher, and resolves to their outcomes. */
+async function run(b: Batcher<TodoOp, Outcome, DeclaredRefusal>, ops: TodoOp[]): Promise<Outcome[]> {
+  const outcomes = ops.map((op) => b.trySubmit(op));
+  b.flush();
+  await b.close();
+  return Promise.all(outcomes);
+}
+
+const hex = (bytes: Uint8Array) => Buffer.from(bytes).toString('hex');
+
+test("the codec is built from the canister's declaration: its writes, their parameters, its digest", async () => {
+  const { codec } = await store();
+  const d = codec.declaration;
+  assert.equal(d.name, 'TodoWrite');
+  assert.deepEqual(
+    d.writes.map((w) => [w.name, w.access, w.params.map((p) => [p.name, p.kind, p.nullable, p.max_bytes])]),
+    [
+      ['add', 'Writers', [['title', 'Text', false, 200], ['due_ns', 'Integer', true, null]]],
+      ['complete', 'Writers', [['id', 'Integer', false, null]]],
+      ['purge_done', 'Controllers', []],
+    ],
+  );
+  assert.equal(d.writes[0]!.sql, 'INSERT INTO todos (title, due_ns) VALUES (?1, ?2)');
+  assert.equal(hex(declarationDigest(d.writes)), hex(d.digest), "the client's digest of the writes is the canister's");
+});
+
+test('1,000 ops through the batcher, a reply lost after its commit: every op applied exactly once', async () => {
+  const s = await store();
+  await hook(url, 'drop_replies', { count: 1 });
+  const b = batcher(s, s.codec, s.agent, 250);
+  const due = (i: number) => (i % 3 === 0 ? null : BigInt(i - 500) * 3_600_000_000_000n);
+  const ops: TodoOp[] = Array.from({ length: 1_000 }, (_, i) => ({ write: 'add', params: { title: `todo ${i} ✓`, due_ns: due(i) } }));
+  const outcomes = ops.map((op) => b.trySubmit(op));
+  b.flush();
+  await b.close();
+  const results = await Promise.all(outcomes);
+  const st = b.stats();
+  assert.deepEqual([st.batches, st.attempts, st.retries, st.duplicateReplies, st.outcomes], [4, 5, 1, 1, 1_000]);
+
+  const todos = await s.todos();
+  assert.equal(todos.length, 1_000, 'one row per op');
+  const byId = new Map(todos.map((t) => [t.id, t]));
+  results.forEach((r, i) => {
+    assert.ok('Committed' in r, `op ${i}: ${JSON.stringify(r, (_, v: unknown) => (typeof v === 'bigint' ? String(v) : v))}`);
+    assert.equal(r.Committed.rows_changed, 1n);
+    const row = byId.get(r.Committed.last_insert_rowid);
+    assert.ok(row, `op ${i}'s row ${r.Committed.last_insert_rowid}`);
+    const d = due(i);
+    assert.deepEqual([row.title, row.due_ns, row.done], [`todo ${i} ✓`, d === null ? [] : [d], false], `op ${i}`);
+    byId.delete(r.Committed.last_insert_rowid);
+  });
+  assert.equal(byId.size, 0, 'no row without its op');
+
+  // Complete ten, then purge them with the controllers-only write (this identity installed it).
+  const completed = await run(batcher(s), todos.slice(0, 10).map((t): TodoOp => ({ write: 'complete', params: { id: t.id } })));
+  assert.ok(completed.every((o) => 'Committed' in o && o.Committed.rows_changed === 1n), 'each complete changed its row');
+  const [purged] = await run(batcher(s), [{ write: 'purge_done', params: {} }]);
+  assert.ok(purged && 'Committed' in purged && purged.Committed.rows_changed === 10n, 'the purge deleted the ten done');
+  const left = await s.todos();
+  assert.deepEqual(left.map((t) => t.id), todos.slice(10).map((t) => t.id));
+});
