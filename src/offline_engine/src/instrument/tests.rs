@@ -1,3 +1,5 @@
+use wasmparser::{ExternalKind, Operator, Parser, Payload};
+
 use super::*;
 
 fn accept_all(_: &str, _: &str) -> Result<(), String> {
