@@ -36,17 +36,16 @@ peer_canister() {
 step "peer canister (ic-sqlite-vfs)" "4 min first run, 1 min later" peer_canister
 library_examples_and_packages() {
   # The library crates: their runnable examples, and the package as crates.io would get it
-  # (`cargo package` builds it from its packaged sources). ic-batch-client is not packaged: it
-  # depends on bench_api, which is not publishable (publish = false, and it embeds the
-  # canister's .did from outside its directory).
+  # (`cargo package` builds it from its packaged sources).
   cargo run --release -p ic-rusqlite-batch-core --example queue
   cargo run --release -p ic-batch-client --example simulated_canister
   # Cargo treats a package version as immutable: it reuses its unpacked copy and the build of it
   # from an earlier run. Both are dropped, so that this run verifies this run's sources (the
   # verification builds in a target directory of its own).
-  rm -rf "${CARGO_HOME:-$HOME/.cargo}"/registry/src/-*/ic-rusqlite-batch* target/package-verify
+  rm -rf "${CARGO_HOME:-$HOME/.cargo}"/registry/src/-*/{ic-rusqlite-batch,ic-batch-client}* \
+    target/package-verify
   cargo package --locked --target-dir target/package-verify \
-    -p ic-rusqlite-batch-types -p ic-rusqlite-batch-core -p ic-rusqlite-batch
+    -p ic-rusqlite-batch-types -p ic-rusqlite-batch-core -p ic-rusqlite-batch -p ic-batch-client
 }
 step "library examples and packages" "2 min first run, 45 s later" library_examples_and_packages
 # The JS agent and icp-cli against the server's IC HTTP interface (their own npm package; the
