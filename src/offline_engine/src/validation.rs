@@ -1153,297 +1153,335 @@ pub const SECTIONS: &[&str] = &[
 ];
 
 /// The Markdown of one generated section of `VALIDATION.md`.
+/// The Markdown of one generated section of `VALIDATION.md`.
 pub fn render_section(name: &str, data: &ValidationData) -> Result<String, ValidationError> {
-    let mut o = String::new();
     match name {
-        "totals" => {
-            let mut t = Tally::default();
-            let mut repos_exact = 0;
-            for r in &data.repositories {
-                let mut tr = Tally::default();
-                for s in &r.suites {
-                    tr.add(s);
-                }
-                if tr.exact == tr.rows {
-                    repos_exact += 1;
-                }
-                t.merge(&tr);
-            }
-            let _ = writeln!(
-                o,
-                "- {} repositories, {} results files, **{} benchmarks** and {} scopes: {} rows, \
-                 each compared on instructions, heap_increase and stable_memory_increase (and \
-                 calls for scopes).",
-                data.repositories.len(),
-                t.suites,
-                t.benches,
-                t.scopes,
-                t.rows
-            );
-            let _ = writeln!(
-                o,
-                "- **Exact in every figure: {} of {} benchmarks** ({} of {} rows). Within \
-                 ±{TOLERANCE_PCT} % in every figure: {} benchmarks ({} rows).",
-                t.exact_benches, t.benches, t.exact, t.rows, t.within_benches, t.within
-            );
-            let mut by_server: BTreeMap<&str, Tally> = BTreeMap::new();
-            for (_, s) in data.suites() {
-                by_server.entry(&s.pocketic_server).or_default().add(s);
-            }
-            for (server, t) in by_server.iter().rev() {
-                let _ = writeln!(
-                    o,
-                    "- Figures measured with PocketIC {server}: exact {} of {} benchmarks ({} of {} \
-                     rows), within ±{TOLERANCE_PCT} % {} benchmarks, in {} results files.",
-                    t.exact_benches, t.benches, t.exact, t.rows, t.within_benches, t.suites
-                );
-            }
-            let _ = writeln!(
-                o,
-                "- Repositories reproduced exactly in every row: {repos_exact} of {}.",
-                data.repositories.len()
-            );
-            let _ = writeln!(
-                o,
-                "- Rows that differ in instructions only (heap and stable increase equal): {}; \
-                 rows whose heap or stable increase differs: {}.",
-                t.rows - t.exact - t.page_diffs,
-                t.page_diffs
-            );
+        "totals" => Ok(totals_section(data)),
+        "suites" => Ok(suites_section(data)),
+        "builds" => Ok(builds_section(data)),
+        "differences" => Ok(differences_section(data)),
+        "variance-summary" => variance_summary_section(&data.variance),
+        "variance-benches" => variance_benches_section(&data.variance),
+        other => Err(ValidationError::Markdown(format!(
+            "unknown section {other:?} (known: {})",
+            SECTIONS.join(", ")
+        ))),
+    }
+}
+
+/// The totals: benchmarks, rows, how many are exact or within the tolerance, per PocketIC
+/// server and per repository.
+fn totals_section(data: &ValidationData) -> String {
+    let mut o = String::new();
+    let mut t = Tally::default();
+    let mut repos_exact = 0;
+    for r in &data.repositories {
+        let mut tr = Tally::default();
+        for s in &r.suites {
+            tr.add(s);
         }
-        "suites" => {
-            o.push_str(
-                "| repository | results file @ commit | compiler | benches | scopes | exact | within ±0.01 % | median \\|Δ %\\| of the others | worst case (Δ instructions, Δ %) |\n\
-                 |---|---|---|---:|---:|---:|---:|---:|---|\n",
-            );
-            for (r, s) in data.suites() {
-                let rows = s.rows.len();
-                let exact = s.rows.iter().filter(|r| r.is_exact()).count();
-                let within = s.rows.iter().filter(|r| r.is_within_tolerance()).count();
-                let others: Vec<f64> = s
-                    .rows
-                    .iter()
-                    .filter(|r| !r.is_within_tolerance())
-                    .map(|r| r.delta.pct.abs())
-                    .collect();
-                let med = if others.is_empty() {
-                    "–".to_string()
-                } else {
-                    format!("{:.3}", median(others))
+        if tr.exact == tr.rows {
+            repos_exact += 1;
+        }
+        t.merge(&tr);
+    }
+    let _ = writeln!(
+        o,
+        "- {} repositories, {} results files, **{} benchmarks** and {} scopes: {} rows, \
+         each compared on instructions, heap_increase and stable_memory_increase (and \
+         calls for scopes).",
+        data.repositories.len(),
+        t.suites,
+        t.benches,
+        t.scopes,
+        t.rows
+    );
+    let _ = writeln!(
+        o,
+        "- **Exact in every figure: {} of {} benchmarks** ({} of {} rows). Within \
+         ±{TOLERANCE_PCT} % in every figure: {} benchmarks ({} rows).",
+        t.exact_benches, t.benches, t.exact, t.rows, t.within_benches, t.within
+    );
+    let mut by_server: BTreeMap<&str, Tally> = BTreeMap::new();
+    for (_, s) in data.suites() {
+        by_server.entry(&s.pocketic_server).or_default().add(s);
+    }
+    for (server, t) in by_server.iter().rev() {
+        let _ = writeln!(
+            o,
+            "- Figures measured with PocketIC {server}: exact {} of {} benchmarks ({} of {} \
+             rows), within ±{TOLERANCE_PCT} % {} benchmarks, in {} results files.",
+            t.exact_benches, t.benches, t.exact, t.rows, t.within_benches, t.suites
+        );
+    }
+    let _ = writeln!(
+        o,
+        "- Repositories reproduced exactly in every row: {repos_exact} of {}.",
+        data.repositories.len()
+    );
+    let _ = writeln!(
+        o,
+        "- Rows that differ in instructions only (heap and stable increase equal): {}; \
+         rows whose heap or stable increase differs: {}.",
+        t.rows - t.exact - t.page_diffs,
+        t.page_diffs
+    );
+    o
+}
+
+/// One row per results file: exact and within counts, the others' median, the worst case.
+fn suites_section(data: &ValidationData) -> String {
+    let mut o = String::new();
+    o.push_str(
+        "| repository | results file @ commit | compiler | benches | scopes | exact | within ±0.01 % | median \\|Δ %\\| of the others | worst case (Δ instructions, Δ %) |\n\
+         |---|---|---|---:|---:|---:|---:|---:|---|\n",
+    );
+    for (r, s) in data.suites() {
+        let rows = s.rows.len();
+        let exact = s.rows.iter().filter(|r| r.is_exact()).count();
+        let within = s.rows.iter().filter(|r| r.is_within_tolerance()).count();
+        let others: Vec<f64> = s
+            .rows
+            .iter()
+            .filter(|r| !r.is_within_tolerance())
+            .map(|r| r.delta.pct.abs())
+            .collect();
+        let med = if others.is_empty() {
+            "–".to_string()
+        } else {
+            format!("{:.3}", median(others))
+        };
+        let worst = match s.worst() {
+            None => "all exact".to_string(),
+            Some(w) => {
+                let status = match data.notes.of(&r.repository, s, w).map(|n| n.status) {
+                    Some(NoteStatus::Measured) => "explained",
+                    Some(NoteStatus::Open) => "open",
+                    None => "no note",
                 };
-                let worst = match s.worst() {
-                    None => "all exact".to_string(),
-                    Some(w) => {
-                        let status = match data.notes.of(&r.repository, s, w).map(|n| n.status) {
-                            Some(NoteStatus::Measured) => "explained",
-                            Some(NoteStatus::Open) => "open",
-                            None => "no note",
-                        };
-                        format!(
-                            "{} ({}, {} %), {status}",
-                            w.key(),
-                            signed(w.delta.instructions),
-                            signed_pct(w.delta.pct, 4)
-                        )
-                    }
-                };
-                let _ = writeln!(
-                    o,
-                    "| {} | `{}` | {} | {} | {} | {exact}/{rows} | {within}/{rows} | {med} | {worst} |",
-                    r.repository,
-                    s.label(),
-                    short_version(&s.compiler),
-                    s.benches,
-                    s.scopes,
-                );
+                format!(
+                    "{} ({}, {} %), {status}",
+                    w.key(),
+                    signed(w.delta.instructions),
+                    signed_pct(w.delta.pct, 4)
+                )
             }
+        };
+        let _ = writeln!(
+            o,
+            "| {} | `{}` | {} | {} | {} | {exact}/{rows} | {within}/{rows} | {med} | {worst} |",
+            r.repository,
+            s.label(),
+            short_version(&s.compiler),
+            s.benches,
+            s.scopes,
+        );
+    }
+    o
+}
+
+/// How each results file was produced: commit, canbench and PocketIC, compiler, lockfile,
+/// wasm and engine commit.
+fn builds_section(data: &ValidationData) -> String {
+    let mut o = String::new();
+    o.push_str(
+        "| repository | results file | commit (date) | results written by | compiler (why) | lockfile | wasm sha256 | engine commit |\n\
+         |---|---|---|---|---|---|---|---|\n",
+    );
+    for (r, s) in data.suites() {
+        let _ = writeln!(
+            o,
+            "| {} | `{}` | `{}` ({}) | canbench {}, PocketIC {} | {} ({}) | {} | `{}…` | `{}` |",
+            r.repository,
+            s.results_file,
+            s.commit,
+            s.commit_date,
+            s.canbench,
+            s.pocketic_server,
+            s.compiler,
+            s.compiler_source,
+            s.lockfile,
+            &s.wasm_sha256[..16],
+            &s.engine_commit[..12],
+        );
+    }
+    o
+}
+
+/// Every results file's differing rows (the largest [`DIFFERENCES_SHOWN`]) and their notes.
+fn differences_section(data: &ValidationData) -> String {
+    let mut o = String::new();
+    let mut any = false;
+    for (r, s) in data.suites() {
+        any |= suite_differences(&mut o, data, &r.repository, s);
+    }
+    if !any {
+        o.push_str("No row differs.\n\n");
+    }
+    // The section ends with a blank line; drop it so the end marker follows the text.
+    while o.ends_with("\n\n") {
+        o.pop();
+    }
+    o
+}
+
+/// One results file's differing rows and their notes; false (and nothing written) when every
+/// row is exact.
+fn suite_differences(o: &mut String, data: &ValidationData, repository: &str, s: &Suite) -> bool {
+    let mut diff: Vec<&Row> = s.rows.iter().filter(|row| !row.is_exact()).collect();
+    if diff.is_empty() {
+        return false;
+    }
+    diff.sort_by(|a, b| {
+        b.worst_pct()
+            .total_cmp(&a.worst_pct())
+            .then(a.key().cmp(&b.key()))
+    });
+    let _ = writeln!(
+        o,
+        "**{} `{}`** ({} of {} rows differ{}):\n",
+        repository,
+        s.label(),
+        diff.len(),
+        s.rows.len(),
+        if diff.len() > DIFFERENCES_SHOWN {
+            format!(", the {DIFFERENCES_SHOWN} largest shown")
+        } else {
+            String::new()
         }
-        "builds" => {
-            o.push_str(
-                "| repository | results file | commit (date) | results written by | compiler (why) | lockfile | wasm sha256 | engine commit |\n\
-                 |---|---|---|---|---|---|---|---|\n",
-            );
-            for (r, s) in data.suites() {
-                let _ = writeln!(
-                    o,
-                    "| {} | `{}` | `{}` ({}) | canbench {}, PocketIC {} | {} ({}) | {} | `{}…` | `{}` |",
-                    r.repository,
-                    s.results_file,
-                    s.commit,
-                    s.commit_date,
-                    s.canbench,
-                    s.pocketic_server,
-                    s.compiler,
-                    s.compiler_source,
-                    s.lockfile,
-                    &s.wasm_sha256[..16],
-                    &s.engine_commit[..12],
-                );
-            }
-        }
-        "differences" => {
-            let mut any = false;
-            for (r, s) in data.suites() {
-                let mut diff: Vec<&Row> = s.rows.iter().filter(|row| !row.is_exact()).collect();
-                if diff.is_empty() {
-                    continue;
-                }
-                any = true;
-                diff.sort_by(|a, b| {
-                    b.worst_pct()
-                        .total_cmp(&a.worst_pct())
-                        .then(a.key().cmp(&b.key()))
-                });
-                let _ = writeln!(
-                    o,
-                    "**{} `{}`** ({} of {} rows differ{}):\n",
-                    r.repository,
-                    s.label(),
-                    diff.len(),
-                    s.rows.len(),
-                    if diff.len() > DIFFERENCES_SHOWN {
-                        format!(", the {DIFFERENCES_SHOWN} largest shown")
-                    } else {
-                        String::new()
-                    }
-                );
-                o.push_str(
-                    "| bench | figure | PocketIC | engine | Δ | Δ % | note |\n|---|---|---:|---:|---:|---:|---|\n",
-                );
-                for row in diff.iter().take(DIFFERENCES_SHOWN) {
-                    let note = match data.notes.of(&r.repository, s, row) {
-                        Some(n) if n.bench.is_some() => "own",
-                        Some(_) => "suite",
-                        None => "none",
-                    };
-                    for (figure, p, e) in row.differences() {
-                        let _ = writeln!(
-                            o,
-                            "| {} | {figure} | {} | {} | {} | {} | {note} |",
-                            row.key(),
-                            thousands(p),
-                            thousands(e),
-                            signed(e as i64 - p as i64),
-                            signed_pct(pct(p, e), 4)
-                        );
-                    }
-                }
-                o.push('\n');
-                let mut notes: Vec<&Note> = data
-                    .notes
-                    .notes
-                    .iter()
-                    .filter(|n| n.is_for_suite(&r.repository, s))
-                    .collect();
-                notes.sort_by_key(|n| (n.bench.is_some(), n.bench.clone(), n.scope.clone()));
-                for n in notes {
-                    let status = match n.status {
-                        NoteStatus::Measured => "Explained",
-                        NoteStatus::Open => "Open question",
-                    };
-                    let whom = match (&n.bench, &n.scope) {
-                        (None, _) => "All differing rows".to_string(),
-                        (Some(b), None) => format!("`{b}`"),
-                        (Some(b), Some(sc)) => format!("`{b}::{sc}`"),
-                    };
-                    let _ = writeln!(o, "- {whom} ({status}). {}", n.note.trim());
-                }
-                o.push('\n');
-            }
-            if !any {
-                o.push_str("No row differs.\n\n");
-            }
-            // The section ends with a blank line; drop it so the end marker follows the text.
-            while o.ends_with("\n\n") {
-                o.pop();
-            }
-        }
-        "variance-summary" => {
-            let v = &data.variance;
-            let Some(b) = v.baseline_index() else {
-                return Err(ValidationError::Markdown("variance: no baseline".into()));
-            };
-            o.push_str(
-                "| compiler | wasm sha256 | median \\|Δ %\\| vs baseline | max \\|Δ %\\| vs baseline | bench of the max |\n\
-                 |---|---|---:|---:|---|\n",
-            );
-            let mut all = Vec::new();
-            for (i, c) in v.compilers.iter().enumerate() {
-                let d: Vec<f64> = v.deltas(i).into_iter().map(f64::abs).collect();
-                let (mi, mx) =
-                    d.iter().enumerate().fold(
-                        (0, 0.0f64),
-                        |acc, (j, x)| if *x > acc.1 { (j, *x) } else { acc },
-                    );
-                if i == b {
-                    let _ = writeln!(
-                        o,
-                        "| {} (baseline) | `{}…` | 0 | 0 | |",
-                        c.compiler,
-                        &c.wasm_sha256[..16]
-                    );
-                    continue;
-                }
-                all.extend(d.iter().copied());
-                let _ = writeln!(
-                    o,
-                    "| {} | `{}…` | {:.3} | {:.3} | {} |",
-                    c.compiler,
-                    &c.wasm_sha256[..16],
-                    median(d.clone()),
-                    mx,
-                    v.benches[mi].bench
-                );
-            }
-            for f in &v.failed {
-                let _ = writeln!(o, "| {} | did not build: {} | | | |", f.compiler, f.reason);
-            }
-            let max = all.iter().copied().fold(0.0f64, f64::max);
+    );
+    o.push_str(
+        "| bench | figure | PocketIC | engine | Δ | Δ % | note |\n|---|---|---:|---:|---:|---:|---|\n",
+    );
+    for row in diff.iter().take(DIFFERENCES_SHOWN) {
+        let note = match data.notes.of(repository, s, row) {
+            Some(n) if n.bench.is_some() => "own",
+            Some(_) => "suite",
+            None => "none",
+        };
+        for (figure, p, e) in row.differences() {
             let _ = writeln!(
                 o,
-                "\nOver all {} benches and the {} other compilers: median |Δ %| {:.3}, max |Δ %| {:.3}.",
-                v.benches.len(),
-                v.compilers.len() - 1,
-                median(all),
-                max
+                "| {} | {figure} | {} | {} | {} | {} | {note} |",
+                row.key(),
+                thousands(p),
+                thousands(e),
+                signed(e as i64 - p as i64),
+                signed_pct(pct(p, e), 4)
             );
         }
-        "variance-benches" => {
-            let v = &data.variance;
-            let Some(b) = v.baseline_index() else {
-                return Err(ValidationError::Markdown("variance: no baseline".into()));
-            };
-            let _ = write!(o, "| bench |");
-            for c in &v.compilers {
-                let _ = write!(o, " {} |", short_version(&c.compiler));
-            }
-            let _ = writeln!(o, " max \\|Δ %\\| vs {} |", short_version(&v.baseline));
-            let _ = write!(o, "|---|");
-            for _ in &v.compilers {
-                o.push_str("---:|");
-            }
-            o.push_str("---:|\n");
-            for (j, row) in v.benches.iter().enumerate() {
-                let _ = write!(o, "| {} |", row.bench);
-                for (i, n) in row.instructions.iter().enumerate() {
-                    if i == b {
-                        let _ = write!(o, " **{}** |", thousands(*n));
-                    } else {
-                        let _ = write!(o, " {} |", thousands(*n));
-                    }
-                }
-                let mx = (0..v.compilers.len())
-                    .map(|i| v.deltas(i)[j].abs())
-                    .fold(0.0f64, f64::max);
-                let _ = writeln!(o, " {mx:.3} |");
+    }
+    o.push('\n');
+    suite_notes(o, data, repository, s);
+    o.push('\n');
+    true
+}
+
+/// The notes of one results file: the suite's first, then each bench's.
+fn suite_notes(o: &mut String, data: &ValidationData, repository: &str, s: &Suite) {
+    let mut notes: Vec<&Note> = data
+        .notes
+        .notes
+        .iter()
+        .filter(|n| n.is_for_suite(repository, s))
+        .collect();
+    notes.sort_by_key(|n| (n.bench.is_some(), n.bench.clone(), n.scope.clone()));
+    for n in notes {
+        let status = match n.status {
+            NoteStatus::Measured => "Explained",
+            NoteStatus::Open => "Open question",
+        };
+        let whom = match (&n.bench, &n.scope) {
+            (None, _) => "All differing rows".to_string(),
+            (Some(b), None) => format!("`{b}`"),
+            (Some(b), Some(sc)) => format!("`{b}::{sc}`"),
+        };
+        let _ = writeln!(o, "- {whom} ({status}). {}", n.note.trim());
+    }
+}
+
+/// Per compiler: the median and the largest difference from the baseline compiler.
+fn variance_summary_section(v: &CompilerVariance) -> Result<String, ValidationError> {
+    let mut o = String::new();
+    let Some(b) = v.baseline_index() else {
+        return Err(ValidationError::Markdown("variance: no baseline".into()));
+    };
+    o.push_str(
+        "| compiler | wasm sha256 | median \\|Δ %\\| vs baseline | max \\|Δ %\\| vs baseline | bench of the max |\n\
+         |---|---|---:|---:|---|\n",
+    );
+    let mut all = Vec::new();
+    for (i, c) in v.compilers.iter().enumerate() {
+        let d: Vec<f64> = v.deltas(i).into_iter().map(f64::abs).collect();
+        let (mi, mx) =
+            d.iter().enumerate().fold(
+                (0, 0.0f64),
+                |acc, (j, x)| if *x > acc.1 { (j, *x) } else { acc },
+            );
+        if i == b {
+            let _ = writeln!(
+                o,
+                "| {} (baseline) | `{}…` | 0 | 0 | |",
+                c.compiler,
+                &c.wasm_sha256[..16]
+            );
+            continue;
+        }
+        all.extend(d.iter().copied());
+        let _ = writeln!(
+            o,
+            "| {} | `{}…` | {:.3} | {:.3} | {} |",
+            c.compiler,
+            &c.wasm_sha256[..16],
+            median(d.clone()),
+            mx,
+            v.benches[mi].bench
+        );
+    }
+    for f in &v.failed {
+        let _ = writeln!(o, "| {} | did not build: {} | | | |", f.compiler, f.reason);
+    }
+    let max = all.iter().copied().fold(0.0f64, f64::max);
+    let _ = writeln!(
+        o,
+        "\nOver all {} benches and the {} other compilers: median |Δ %| {:.3}, max |Δ %| {:.3}.",
+        v.benches.len(),
+        v.compilers.len() - 1,
+        median(all),
+        max
+    );
+    Ok(o)
+}
+
+/// Per bench: every compiler's instructions and the largest difference from the baseline.
+fn variance_benches_section(v: &CompilerVariance) -> Result<String, ValidationError> {
+    let mut o = String::new();
+    let Some(b) = v.baseline_index() else {
+        return Err(ValidationError::Markdown("variance: no baseline".into()));
+    };
+    let _ = write!(o, "| bench |");
+    for c in &v.compilers {
+        let _ = write!(o, " {} |", short_version(&c.compiler));
+    }
+    let _ = writeln!(o, " max \\|Δ %\\| vs {} |", short_version(&v.baseline));
+    let _ = write!(o, "|---|");
+    for _ in &v.compilers {
+        o.push_str("---:|");
+    }
+    o.push_str("---:|\n");
+    for (j, row) in v.benches.iter().enumerate() {
+        let _ = write!(o, "| {} |", row.bench);
+        for (i, n) in row.instructions.iter().enumerate() {
+            if i == b {
+                let _ = write!(o, " **{}** |", thousands(*n));
+            } else {
+                let _ = write!(o, " {} |", thousands(*n));
             }
         }
-        other => {
-            return Err(ValidationError::Markdown(format!(
-                "unknown section {other:?} (known: {})",
-                SECTIONS.join(", ")
-            )));
-        }
+        let mx = (0..v.compilers.len())
+            .map(|i| v.deltas(i)[j].abs())
+            .fold(0.0f64, f64::max);
+        let _ = writeln!(o, " {mx:.3} |");
     }
     Ok(o)
 }
