@@ -3,14 +3,12 @@
 // every request and reply encoded to its exact bytes and decoded back, every request the
 // canister's reader refuses refused at the same byte for the same reason.
 import assert from 'node:assert/strict';
-import { readFileSync } from 'node:fs';
 import { test } from 'node:test';
 
 import { IDL } from '@icp-sdk/core/candid';
 
 import {
   BLOB,
-  type DeclarationView,
   type DeclaredOp,
   DeclaredWrites,
   type Outcome,
@@ -21,25 +19,8 @@ import {
   decodeDeclaredReply,
   encodeDeclaredReply,
 } from '../src/index.js';
+import { type JsonValue, hex, unhex, vectorDeclaration, vectors } from './declared_vectors.js';
 
-type JsonValue = string | number | null;
-export interface DeclaredVectors {
-  declaration: Omit<DeclarationView, 'digest'> & { digest: string };
-  requests: { key: { created_at_time_ns: string; id: string }; ops: { write: string; params: Record<string, JsonValue> }[]; bytes: string }[];
-  replies: { duplicate: boolean; outcomes: Record<string, Record<string, string | number>>[]; bytes: string }[];
-  refused: { bytes: string; offset: number; what: string }[];
-}
-
-export const vectorsUrl = new URL('../../../batch_types/testdata/declared_vectors.json', import.meta.url);
-const vectors = JSON.parse(readFileSync(vectorsUrl, 'utf8')) as DeclaredVectors;
-
-const hex = (bytes: Uint8Array) => Buffer.from(bytes).toString('hex');
-const unhex = (text: string) => new Uint8Array(Buffer.from(text, 'hex'));
-
-/** The vectors' declaration as the `batch_declaration` query gives it. */
-export function vectorDeclaration(v: DeclaredVectors = vectors): DeclarationView {
-  return { ...v.declaration, digest: unhex(v.declaration.digest) };
-}
 
 const codec = new DeclaredWrites(vectorDeclaration());
 
