@@ -48,6 +48,18 @@ def main():
                 cells.append(f"{r[name] / n:,.0f}" if name in r else "n/a")
         print(f"| {n:,} | {cells[0]} | {cells[1]} | {cells[2]} | {cells[3]} |")
     print()
+    print("The same for updates of an order's amount and deletes of a user's orders (2 per user):")
+    print()
+    print("| op | N | (a) ic-rusqlite | (a) ic-sqlite-vfs | (b) ic-rusqlite | (b) ic-sqlite-vfs |")
+    print("|---|---:|---:|---:|---:|---:|")
+    for op in ["update", "delete"]:
+        for n in [1, 10, 100, 1000, 10000]:
+            cells = []
+            for name in [f"unbatched_{op}_{n}", f"batched_{op}_{n}"]:
+                for r in [ref, peer]:
+                    cells.append(f"{r[name] / n:,.0f}" if name in r else "n/a")
+            print(f"| {op} | {n:,} | {' | '.join(cells)} |")
+    print()
     print("Per write, other paths of 10,000 or 1,000 inserts in one transaction:")
     print()
     print("| bench | ic-rusqlite | ic-sqlite-vfs |")
