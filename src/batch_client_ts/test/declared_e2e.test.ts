@@ -2,9 +2,9 @@
 // (examples/todo_canister, target/canister/todo_canister.wasm) on the offline replica, its
 // declaration fetched with its `batch_declaration` query. A thousand ops through the batcher
 // with a reply lost after the commit, each applied once (read back with the canister's `todos`
-// query); the canister's refusals as typed values: a stranger, a request packed for another
-// declaration, a parameter past its limit the client did not check, bytes that are not a
-// request.
+// query); the canister's refusals as typed values (a request packed for another declaration,
+// a parameter past its limit the client did not check, bytes that are not a request), a
+// stranger's batch rejected before it runs, an op the database refuses failing alone.
 import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
 
@@ -14,13 +14,17 @@ import type { Principal } from '@icp-sdk/core/principal';
 
 import {
   AgentTransport,
+  BLOB,
   BatchError,
   Batcher,
   type DeclarationView,
   type DeclaredRefusal,
   DeclaredWrites,
+  InvalidOpError,
   type Outcome,
   PackedError,
+  type ParamView,
+  RejectCode,
   declarationDigest,
 } from '../src/index.js';
 import { type Replica, canisterWasm, deploy, hook, newAgent, startReplica } from './replica.js';
@@ -159,4 +163,111 @@ test('1,000 ops through the batcher, a reply lost after its commit: every op app
   assert.ok(purged && 'Committed' in purged && purged.Committed.rows_changed === 10n, 'the purge deleted the ten done');
   const left = await s.todos();
   assert.deepEqual(left.map((t) => t.id), todos.slice(10).map((t) => t.id));
+});
+
+/** A fresh key now. */
+function freshKey() {
+  const id = new Uint8Array(16);
+  globalThis.crypto.getRandomValues(id);
+  return { createdAtTimeNs: BigInt(Date.now()) * 1_000_000n, id };
+}
+
+/** Sends the packed `request` to `execute_writes_packed` once, and reads the reply as `codec` does. */
+async function sendOnce(s: Store, request: Uint8Array, ops: number) {
+  const reply = await new AgentTransport(s.agent, s.canisterId, 'execute_writes_packed').call(new Uint8Array(IDL.encode([BLOB], [request])));
+  return s.codec.decode(reply, ops);
+}
+
+/** `view` with write `write`'s parameter `param` changed as `change` says, its digest recomputed. */
+function changed(view: DeclarationView, write: string, param: string, change: Partial<ParamView>): DeclarationView {
+  const writes = view.writes.map((w) =>
+    w.name !== write ? w : { ...w, params: w.params.map((p) => (p.name === param ? { ...p, ...change } : p)) },
+  );
+  return { ...view, writes, digest: declarationDigest(writes) };
+}
+
+test('a request packed for another declaration is refused DeclarationMismatch with both digests, and nothing runs', async () => {
+  const s = await store();
+  // A client built against an older canister, whose titles were at most 100 bytes.
+  const stale = new DeclaredWrites<TodoOp>(changed(s.codec.declaration, 'add', 'title', { max_bytes: 100 }));
+  assert.notEqual(stale.digestHex, s.codec.digestHex);
+  const b = batcher(s, stale);
+  const ops: TodoOp[] = [
+    { write: 'add', params: { title: 'milk', due_ns: null } },
+    { write: 'complete', params: { id: 1n } },
+  ];
+  const outcomes = ops.map((op) => b.trySubmit(op));
+  b.flush();
+  await b.close();
+  for (const r of await refusals(outcomes)) {
+    assert.equal(r.name, 'DeclarationMismatch');
+    assert.ok('DeclarationMismatch' in r.refusal);
+    const { canister, request } = r.refusal.DeclarationMismatch;
+    assert.deepEqual([hex(canister), hex(request)], [s.codec.digestHex, stale.digestHex]);
+  }
+  assert.equal(b.stats().attempts, 1, 'final: not retried');
+
+  // The same ops under a digest no declaration has.
+  const wrong = s.codec.encodeRequest(freshKey(), ops);
+  wrong.set(new Uint8Array(8).fill(0xee), 1);
+  const reply = await sendOnce(s, wrong, ops.length);
+  assert.deepEqual(
+    reply.kind === 'refused' && 'DeclarationMismatch' in reply.refusal.refusal
+      ? [hex(reply.refusal.refusal.DeclarationMismatch.canister), hex(reply.refusal.refusal.DeclarationMismatch.request)]
+      : reply,
+    [s.codec.digestHex, 'ee'.repeat(8)],
+  );
+  assert.deepEqual(await s.todos(), []);
+});
+
+test("the canister's own refusals: a parameter past its limit, bytes that are not a request, a stranger; a failing op fails alone", async () => {
+  const s = await store();
+  // A parameter past its limit, packed by a client that does not check it, under the right digest.
+  const loose = new DeclaredWrites<TodoOp>(changed(s.codec.declaration, 'add', 'title', { max_bytes: null }));
+  const tooLong = loose.encodeRequest(freshKey(), [
+    { write: 'add', params: { title: 'fine', due_ns: null } },
+    { write: 'add', params: { title: 'x'.repeat(201), due_ns: 5n } },
+  ]);
+  tooLong.set(s.codec.declaration.digest, 1);
+  assert.deepEqual(await sendOnce(s, tooLong, 2), {
+    kind: 'refused',
+    refusal: {
+      name: 'InvalidParam',
+      detail: 'op 1 (add, parameter title): 201 bytes; at most 200',
+      refusal: { InvalidParam: { op: 1n, write: 'add', param: 'title', reason: '201 bytes; at most 200' } },
+    },
+  });
+  assert.throws(() => s.codec.check({ write: 'add', params: { title: 'x'.repeat(201), due_ns: 5n } }), InvalidOpError);
+
+  // Bytes that are not a request: write index 3 of 3. The client's reader refuses it alike.
+  const malformed = new Uint8Array([...s.codec.encodeRequest(freshKey(), []), 3]);
+  const what = 'write index 3; the declaration has 3 writes';
+  assert.deepEqual(await sendOnce(s, malformed, 1), {
+    kind: 'refused',
+    refusal: { name: 'Malformed', detail: `byte 33: ${what}`, refusal: { Malformed: { offset: 33n, what } } },
+  });
+  assert.throws(() => s.codec.decodeRequest(malformed), (e: unknown) => e instanceof PackedError && e.offset === 33 && e.what === what);
+
+  // A caller who is neither a controller nor a writer: its ingress message is rejected before
+  // it runs (the canister's inspect_message), a final answer.
+  const stranger = batcher(s, s.codec, await newAgent(url));
+  const strangers = [stranger.trySubmit({ write: 'add', params: { title: 'not mine', due_ns: null } })];
+  stranger.flush();
+  await stranger.close();
+  const [strangerResult] = await Promise.allSettled(strangers);
+  assert.equal(strangerResult!.status, 'rejected');
+  const e = (strangerResult as PromiseRejectedResult).reason as unknown;
+  assert.ok(e instanceof BatchError, String(e));
+  assert.deepEqual([e.kind, e.code], ['rejected', RejectCode.CanisterReject], e.message);
+  assert.equal(stranger.stats().attempts, 1, 'final: not retried');
+
+  // An op the database refuses (the table's CHECK on an empty title) fails alone.
+  const results = await run(batcher(s), [
+    { write: 'add', params: { title: 'before', due_ns: null } },
+    { write: 'add', params: { title: '', due_ns: null } },
+    { write: 'add', params: { title: 'after', due_ns: -1n } },
+  ]);
+  assert.deepEqual(results.map((r) => ('Failed' in r ? r.Failed.code : r.Committed.rows_changed)), [1n, 275, 1n]);
+  assert.match('Failed' in results[1]! ? results[1].Failed.message : '', /CHECK constraint failed/);
+  assert.deepEqual((await s.todos()).map((t) => [t.title, t.due_ns]), [['before', []], ['after', [-1n]]]);
 });
