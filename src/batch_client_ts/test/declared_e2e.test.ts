@@ -27,6 +27,7 @@ import {
   RejectCode,
   declarationDigest,
 } from '../src/index.js';
+import { addTodo, connect } from './readme_declared_example.js';
 import { type Replica, canisterWasm, deploy, hook, newAgent, startReplica } from './replica.js';
 
 const wasm = canisterWasm('todo_canister');
@@ -270,4 +271,19 @@ test("the canister's own refusals: a parameter past its limit, bytes that are no
   assert.deepEqual(results.map((r) => ('Failed' in r ? r.Failed.code : r.Committed.rows_changed)), [1n, 275, 1n]);
   assert.match('Failed' in results[1]! ? results[1].Failed.message : '', /CHECK constraint failed/);
   assert.deepEqual((await s.todos()).map((t) => [t.title, t.due_ns]), [['before', []], ['after', [-1n]]]);
+});
+
+test("the README's example adds todos on the todo store", async () => {
+  const s = await store();
+  const b = await connect(s.agent, s.canisterId.toText());
+  const ids = await Promise.all([addTodo(b, 'milk'), addTodo(b, 'bread', 1_700_000_000_000_000_000n)]);
+  await assert.rejects(addTodo(b, ''), /not added: CHECK constraint failed/);
+  await b.close();
+  assert.deepEqual(
+    (await s.todos()).map((t) => [t.id, t.title, t.due_ns]),
+    [
+      [ids[0], 'milk', []],
+      [ids[1], 'bread', [1_700_000_000_000_000_000n]],
+    ],
+  );
 });
