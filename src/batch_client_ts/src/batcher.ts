@@ -206,8 +206,9 @@ export class Batcher<Op, O, R> {
     return queued;
   }
 
-  private tryEnqueue(op: Op): Promise<O> | undefined {
+  private tryEnqueue(given: Op): Promise<O> | undefined {
     if (this.closed) throw new Error('the batcher is closed');
+    const op = this.codec.snapshot ? this.codec.snapshot(given) : given;
     const len = this.codec.opLen(op);
     const room = this.config.maxRequestBytes - this.codec.headerLen;
     if (len > room) throw new RangeError(`the op takes ${len} bytes; a request holds at most ${room} bytes of ops`);

@@ -32,6 +32,12 @@ export type RefusalKind = 'final' | 'tooOld' | 'retry';
 export interface BatchCodec<Op, O, R> {
   /** The most bytes a request takes besides its ops. */
   readonly headerLen: number;
+  /**
+   * The op the batcher keeps for `op` when it is submitted, if the codec copies it (so that a
+   * change the caller makes to `op` afterwards does not change what is sent); `op` itself if
+   * absent. May throw to refuse `op`.
+   */
+  snapshot?(op: Op): Op;
   /** The bytes `op` adds to a request. */
   opLen(op: Op): number;
   /** The method's Candid argument for `ops` under `key`. */

@@ -299,8 +299,8 @@ const hasLoneSurrogate = (s: string): boolean => /[\uD800-\uDBFF](?![\uDC00-\uDF
  * where not nullable, a NaN real where not nullable (SQLite binds NaN as NULL), an integer out
  * of the 64-bit range, a text that is not well-formed UTF-16, a text or blob past its size
  * limit throw an {@link InvalidOpError} naming the write and the parameter, and nothing is
- * sent. An op is read when it is submitted: change it afterwards and the batch still carries
- * what was checked.
+ * sent. An op is copied when it is submitted ({@link DeclaredWrites.snapshot}): change or
+ * reuse it afterwards and the batch still carries what was checked.
  *
  * `Op` narrows the ops the type checker accepts (for example a union of the canister's writes
  * with their parameter types); the checks run whatever it is.
@@ -340,6 +340,26 @@ export class DeclaredWrites<Op extends DeclaredOp = DeclaredOp> implements Batch
   /** The declaration's digest as hex. */
   get digestHex(): string {
     return toHex(this.declaration.digest);
+  }
+
+  /**
+   * A copy of `op` (its params object copied, blobs too), checked and packed: the batcher keeps
+   * it when `op` is submitted, so that the batch carries what was checked however the caller
+   * reuses `op` afterwards.
+   */
+  snapshot(op: Op): Op {
+    const params: unknown = typeof op === 'object' && op !== null ? op.params : undefined;
+    if (typeof params !== 'object' || params === null) {
+      this.packOp(op);
+      return op;
+    }
+    const copied: Record<string, ParamValue> = {};
+    for (const [name, value] of Object.entries(params as Record<string, ParamValue>)) {
+      copied[name] = value instanceof Uint8Array ? value.slice() : value;
+    }
+    const copy = { write: op.write, params: copied } as Op;
+    this.packOp(copy);
+    return copy;
   }
 
   /** Checks `op` against the declaration; throws an {@link InvalidOpError} naming what is wrong. */

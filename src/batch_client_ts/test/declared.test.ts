@@ -110,12 +110,25 @@ test('an op is packed as it was when submitted', async () => {
     return ops.map(() => ({ Committed: { rows_changed: 1n, last_insert_rowid: 1n } }));
   });
   const batcher = new Batcher(codec, canister, fast);
+  // One op object submitted, changed, submitted again, changed: each submission is sent as it was.
   const params = { ...validNumbers };
-  const outcome = batcher.trySubmit(numbers(params));
+  const op = numbers(params);
+  const first = batcher.trySubmit(op);
   params.a = 99n;
+  const blob = new Uint8Array([1, 2]);
+  const second = batcher.trySubmit(op);
+  const third = batcher.trySubmit(bytes({ ...validBytes, v: blob }));
+  params.a = 7n;
+  blob[0] = 9;
   await batcher.close();
-  await outcome;
-  assert.deepEqual(seen, [[{ write: 'numbers', params: validNumbers }]]);
+  await Promise.all([first, second, third]);
+  assert.deepEqual(seen, [
+    [
+      { write: 'numbers', params: validNumbers },
+      { write: 'numbers', params: { ...validNumbers, a: 99n } },
+      { write: 'bytes', params: { ...validBytes, v: new Uint8Array([1, 2]) } },
+    ],
+  ]);
 });
 
 const writeError = {
