@@ -13,12 +13,12 @@ use std::time::Duration;
 
 use wasmtime::{Func, Ref, Val};
 
-use super::{Canister, trap_text};
+use super::{Call, Canister, Method, trap_text};
 use crate::error::EngineError;
 use crate::fees::{IC_2025, ingress_bytes};
 use crate::messages::{CanisterMessage, Ingress, Payload, Request, Response};
 use crate::queues::Input;
-use crate::system_api::{ApiType, MessageCtx, OutgoingCall};
+use crate::system_api::{ApiType, OutgoingCall};
 use crate::types::{Execution, MessageResult, reject_code};
 use crate::user_error::{canister_error, principal_text};
 
@@ -396,82 +396,71 @@ impl Canister {
         let func = self
             .func(entry)
             .ok_or_else(|| EngineError::Module(format!("export `{entry}` vanished")))?;
-        let context = self.open_context(Origin::System, &[], 0);
-        let msg = MessageCtx::new(kind, self.limit_for(kind));
-        let mut exec = self.execute(entry.into(), func, &[], msg, context)?;
-        self.settle(context, &mut exec, false);
+        let method = Method {
+            name: entry.into(),
+            func,
+            mode: kind,
+        };
+        let msg = self.message(kind, Vec::new());
+        let (_, exec) = self.execute_in_new_context(method, msg, Origin::System, 0, false)?;
         Ok(exec)
     }
 
     /// Executes an inducted ingress message (its checks ran when it was submitted).
     fn execute_ingress_input(&mut self, ingress: Ingress) -> Result<Execution, EngineError> {
-        let exports = [
-            ("canister_update", ApiType::Update),
-            ("canister_query", ApiType::ReplicatedQuery),
-        ];
-        let Some((name, func, mode)) = self.find_method(&ingress.method, &exports) else {
-            let exec = Self::method_not_found(
-                format!("canister_update {}", ingress.method),
-                "update",
-                &ingress.method,
-            );
+        let Some(found) = self.find_method(&ingress.method, Call::Update) else {
+            let not_found = Self::method_not_found(&ingress.method, Call::Update);
             self.completed_ingress
-                .push((ingress.id, exec.result.clone()));
-            return Ok(exec);
+                .push((ingress.id, not_found.result.clone()));
+            return Ok(not_found);
         };
         let origin = Origin::Ingress {
-            id: Some(ingress.id.clone()),
+            id: Some(ingress.id),
         };
-        let context = self.open_context(origin, &ingress.sender, 0);
-        let msg = self.ingress_message(mode, &ingress.sender, &ingress.method, &ingress.payload);
-        let mut exec = self.execute(name, func, &[], msg, context)?;
-        self.settle(context, &mut exec, true);
+        let msg = self.call_message(found.mode, ingress.sender, ingress.method, ingress.payload);
+        let (_, exec) = self.execute_in_new_context(found, msg, origin, 0, true)?;
         Ok(exec)
     }
 
     /// Executes a request from a canister (possibly this one).
     fn execute_request(&mut self, request: Request) -> Result<Execution, EngineError> {
-        let exports = [
-            ("canister_update", ApiType::Update),
-            ("canister_query", ApiType::ReplicatedQuery),
-        ];
-        let Some((name, func, mode)) = self.find_method(&request.method, &exports) else {
-            let exec = Self::method_not_found(
-                format!("canister_update {}", request.method),
-                "update",
-                &request.method,
-            );
-            let text = match &exec.result {
-                MessageResult::Reject(_, m) => m.clone(),
-                other => trap_text(other),
-            };
-            let self_text = principal_text(&self.self_id());
-            self.outputs.push_back(CanisterMessage::Response(Response {
-                originator: request.sender,
-                respondent: self.self_id(),
-                callback: request.callback,
-                payload: Payload::Reject(
-                    reject_code::CANISTER_ERROR,
-                    canister_error(&self_text, &text).to_string(),
-                ),
-                refund: request.cycles,
-                deadline: request.deadline,
-            }));
-            return Ok(exec);
+        let Some(found) = self.find_method(&request.method, Call::Update) else {
+            let not_found = Self::method_not_found(&request.method, Call::Update);
+            return Ok(self.answer_not_found(request, not_found));
         };
         let origin = Origin::Canister {
             callback: request.callback,
             deadline: request.deadline,
         };
-        let context = self.open_context(origin, &request.sender, request.cycles);
-        let mut msg = MessageCtx::new(mode, self.limit_for(mode));
-        msg.method_name = request.method;
-        msg.arg = request.payload;
-        msg.caller = request.sender;
-        msg.deadline = request.deadline;
-        let mut exec = self.execute(name, func, &[], msg, context)?;
-        self.settle(context, &mut exec, true);
+        let cycles = request.cycles;
+        let deadline = request.deadline;
+        let mut msg =
+            self.call_message(found.mode, request.sender, request.method, request.payload);
+        msg.deadline = deadline;
+        let (_, exec) = self.execute_in_new_context(found, msg, origin, cycles, true)?;
         Ok(exec)
+    }
+
+    /// Answers a request for a method the canister does not have with a reject; `exec` is the
+    /// execution that says so.
+    fn answer_not_found(&mut self, request: Request, exec: Execution) -> Execution {
+        let text = match &exec.result {
+            MessageResult::Reject(_, m) => m.clone(),
+            other => trap_text(other),
+        };
+        let self_text = principal_text(&self.self_id());
+        self.outputs.push_back(CanisterMessage::Response(Response {
+            originator: request.sender,
+            respondent: self.self_id(),
+            callback: request.callback,
+            payload: Payload::Reject(
+                reject_code::CANISTER_ERROR,
+                canister_error(&self_text, &text).to_string(),
+            ),
+            refund: request.cycles,
+            deadline: request.deadline,
+        }));
+        exec
     }
 
     fn table_func(&mut self, index: u32) -> Option<Func> {
@@ -526,8 +515,7 @@ impl Canister {
                 "reject_callback",
             ),
         };
-        let mut msg = MessageCtx::new(mode, self.limit_for(mode));
-        msg.caller = caller.clone();
+        let mut msg = self.message(mode, caller.clone());
         msg.cycles_refunded = response.refund;
         msg.deadline = cb.deadline;
         match response.payload {
@@ -560,8 +548,7 @@ impl Canister {
         {
             // The callback's changes are gone; the cleanup callback runs on the state before it.
             let env = self.env_val(cenv);
-            let mut msg = MessageCtx::new(ApiType::Cleanup, self.limit_for(ApiType::Cleanup));
-            msg.caller = caller;
+            let msg = self.message(ApiType::Cleanup, caller);
             let mut cleanup = self.execute("cleanup".into(), func, &[env], msg, context)?;
             if let MessageResult::Trap(cm) = &cleanup.result {
                 let joined = format!(

@@ -464,31 +464,50 @@ impl Canister {
         }
     }
 
-    /// The first export `<kind> <method>` among `exports`, with the mode its message runs in.
-    fn find_method(
-        &self,
-        method: &str,
-        exports: &[(&str, ApiType)],
-    ) -> Option<(String, Func, ApiType)> {
-        exports.iter().find_map(|(kind, mode)| {
+    /// The export a `call` of `method` runs ([`Self::method_not_found`] if none).
+    fn find_method(&self, method: &str, call: Call) -> Option<Method> {
+        call.exports().into_iter().find_map(|(kind, mode)| {
             let name = format!("{kind} {method}");
-            self.func(&name).map(|func| (name, func, *mode))
+            self.func(&name).map(|func| Method { name, func, mode })
         })
     }
 
-    /// The message context of an ingress call of `method` by `caller` with `arg`.
-    fn ingress_message(
+    /// A message context in `mode`, with its instruction limit, from `caller`.
+    fn message(&self, mode: ApiType, caller: Vec<u8>) -> MessageCtx {
+        let mut msg = MessageCtx::new(mode, self.limit_for(mode));
+        msg.caller = caller;
+        msg
+    }
+
+    /// The message context of a call of `method` by `caller` with `arg`.
+    fn call_message(
         &self,
         mode: ApiType,
-        caller: &[u8],
-        method: &str,
-        arg: &[u8],
+        caller: Vec<u8>,
+        method: String,
+        arg: Vec<u8>,
     ) -> MessageCtx {
-        let mut msg = MessageCtx::new(mode, self.limit_for(mode));
-        msg.method_name = method.to_string();
-        msg.arg = arg.to_vec();
-        msg.caller = caller.to_vec();
+        let mut msg = self.message(mode, caller);
+        msg.method_name = method;
+        msg.arg = arg;
         msg
+    }
+
+    /// Runs `method` as the first message of a new call context (from `origin`, the caller of
+    /// `msg`, with `cycles` attached) and settles the context. Updates, queries, requests from
+    /// canisters and system tasks all start so; callbacks run in the context of their call.
+    fn execute_in_new_context(
+        &mut self,
+        method: Method,
+        msg: MessageCtx,
+        origin: Origin,
+        cycles: u128,
+        expects_reply: bool,
+    ) -> Result<(u64, Execution), EngineError> {
+        let context = self.open_context(origin, &msg.caller, cycles);
+        let mut exec = self.execute(method.name, method.func, &[], msg, context)?;
+        self.settle(context, &mut exec, expects_reply);
+        Ok((context, exec))
     }
 
     fn func(&self, name: &str) -> Option<Func> {
@@ -1126,12 +1145,13 @@ impl Canister {
         self.charge(cycles);
     }
 
-    fn method_not_found(entry: String, kind: &str, method: &str) -> Execution {
+    /// The execution that says the canister has no method a `call` of `method` may run.
+    fn method_not_found(method: &str, call: Call) -> Execution {
         Execution {
-            entry,
+            entry: format!("{} {method}", call.exports()[0].0),
             result: MessageResult::Reject(
                 reject_code::CANISTER_ERROR,
-                format!("Canister has no {kind} method '{method}'."),
+                format!("Canister has no {} method '{method}'.", call.kind()),
             ),
             instructions: 0,
             billed_instructions: 0,
@@ -1188,16 +1208,8 @@ impl Canister {
         arg: &[u8],
         ingress: bool,
     ) -> Result<Execution, EngineError> {
-        let exports = [
-            ("canister_update", ApiType::Update),
-            ("canister_query", ApiType::ReplicatedQuery),
-        ];
-        let Some((name, func, mode)) = self.find_method(method, &exports) else {
-            return Ok(Self::method_not_found(
-                format!("canister_update {method}"),
-                "update",
-                method,
-            ));
+        let Some(mut found) = self.find_method(method, Call::Update) else {
+            return Ok(Self::method_not_found(method, Call::Update));
         };
         if ingress {
             if let Some(refusal) = self.refuse_ingress(caller, method, arg)? {
@@ -1205,35 +1217,18 @@ impl Canister {
             }
             // Rolling back the inspection may have re-created the instance: look the export
             // up again in the current one.
-            let Some((name, func, mode)) = self.find_method(method, &exports) else {
-                return Err(EngineError::Module(format!(
-                    "export of `{method}` vanished"
-                )));
-            };
+            found = self
+                .find_method(method, Call::Update)
+                .ok_or_else(|| EngineError::Module(format!("export of `{method}` vanished")))?;
             // The accepted message is inducted: its reception is charged before it runs.
             if let Some(charging) = self.settings.charging {
                 let bytes = ingress_bytes(arg.len(), method);
                 self.charge(IC_2025.ingress_cost(bytes, charging.subnet_nodes));
             }
-            return self.execute_ingress(name, func, mode, caller, method, arg);
         }
-        self.execute_ingress(name, func, mode, caller, method, arg)
-    }
-
-    /// Executes an update (or replicated query) `name` as an ingress-like message.
-    fn execute_ingress(
-        &mut self,
-        name: String,
-        func: Func,
-        mode: ApiType,
-        caller: &[u8],
-        method: &str,
-        arg: &[u8],
-    ) -> Result<Execution, EngineError> {
-        let context = self.open_context(Origin::Ingress { id: None }, caller, 0);
-        let msg = self.ingress_message(mode, caller, method, arg);
-        let mut exec = self.execute(name, func, &[], msg, context)?;
-        self.settle(context, &mut exec, true);
+        let msg = self.call_message(found.mode, caller.to_vec(), method.into(), arg.to_vec());
+        let (context, exec) =
+            self.execute_in_new_context(found, msg, Origin::Ingress { id: None }, 0, true)?;
         if exec.result != MessageResult::NoReply {
             self.ingress_results.remove(&context);
         }
@@ -1305,7 +1300,12 @@ impl Canister {
             return Ok(None);
         };
         let started = Instant::now();
-        let msg = self.ingress_message(ApiType::InspectMessage, caller, method, arg);
+        let msg = self.call_message(
+            ApiType::InspectMessage,
+            caller.to_vec(),
+            method.into(),
+            arg.to_vec(),
+        );
         self.begin(msg)?;
         let trap = self.call(func, &[])?;
         let instructions = self.used();
@@ -1348,21 +1348,12 @@ impl Canister {
         method: &str,
         arg: &[u8],
     ) -> Result<Execution, EngineError> {
-        let exports = [
-            ("canister_query", ApiType::NonReplicatedQuery),
-            ("canister_composite_query", ApiType::CompositeQuery),
-        ];
-        let Some((name, func, mode)) = self.find_method(method, &exports) else {
-            return Ok(Self::method_not_found(
-                format!("canister_query {method}"),
-                "query",
-                method,
-            ));
+        let Some(found) = self.find_method(method, Call::Query) else {
+            return Ok(Self::method_not_found(method, Call::Query));
         };
-        let context = self.open_context(Origin::Ingress { id: None }, caller, 0);
-        let msg = self.ingress_message(mode, caller, method, arg);
-        let mut exec = self.execute(name, func, &[], msg, context)?;
-        self.settle(context, &mut exec, true);
+        let msg = self.call_message(found.mode, caller.to_vec(), method.into(), arg.to_vec());
+        let (context, exec) =
+            self.execute_in_new_context(found, msg, Origin::Ingress { id: None }, 0, true)?;
         self.contexts.remove(&context);
         self.ingress_results.remove(&context);
         Ok(exec)
@@ -1408,6 +1399,47 @@ impl Canister {
             .metadata("candid:service")
             .map(|d| String::from_utf8_lossy(d).into_owned()))
     }
+}
+
+/// Which methods a call may run.
+#[derive(Debug, Clone, Copy)]
+enum Call {
+    /// An update method, or a query method run as a replicated query.
+    Update,
+    /// A query method, or a composite query.
+    Query,
+}
+
+impl Call {
+    /// The export prefixes of the methods it may run, with the mode each runs in, in the order
+    /// they are looked up.
+    fn exports(self) -> [(&'static str, ApiType); 2] {
+        match self {
+            Call::Update => [
+                ("canister_update", ApiType::Update),
+                ("canister_query", ApiType::ReplicatedQuery),
+            ],
+            Call::Query => [
+                ("canister_query", ApiType::NonReplicatedQuery),
+                ("canister_composite_query", ApiType::CompositeQuery),
+            ],
+        }
+    }
+
+    /// How a missing method is named ("Canister has no update method ...").
+    fn kind(self) -> &'static str {
+        match self {
+            Call::Update => "update",
+            Call::Query => "query",
+        }
+    }
+}
+
+/// The export a message runs and the mode it runs in.
+struct Method {
+    name: String,
+    func: Func,
+    mode: ApiType,
 }
 
 fn trap_text(r: &MessageResult) -> String {
