@@ -298,12 +298,6 @@ pub fn message_targets(messages: &[ModeSummary], full_scale: &[ModeSummary]) -> 
     let find = |runs: &[ModeSummary], mode: Mode, n: u64| -> Option<ModeSummary> {
         runs.iter().find(|s| s.mode == mode && s.n == n).cloned()
     };
-    let not_measured = |target: String| TargetCheck {
-        target,
-        measured: "not measured".into(),
-        met: None,
-        breakdown_benches: vec![],
-    };
     let mut out = Vec::new();
     let unbatched = find(messages, Mode::Unbatched, 10_000);
     let target = format!(
@@ -326,7 +320,7 @@ pub fn message_targets(messages: &[ModeSummary], full_scale: &[ModeSummary]) -> 
                     breakdown_benches: vec![],
                 }
             }
-            _ => not_measured(target),
+            _ => TargetCheck::not_measured(target),
         },
     );
     let packed = find(messages, Mode::ClientBatchPacked, 10_000);
@@ -341,7 +335,7 @@ pub fn message_targets(messages: &[ModeSummary], full_scale: &[ModeSummary]) -> 
             met: Some(p.instructions_per_op <= CLIENT_BATCH_TARGET_PER_OP),
             breakdown_benches: vec![],
         },
-        None => not_measured(target),
+        None => TargetCheck::not_measured(target),
     });
     let target = format!(
         "packed client batch ≥ {CLIENT_BATCH_TARGET_CYCLES_GAIN:.0}× fewer cycles/op than unbatched (N = 10,000, 13 nodes)"
@@ -356,7 +350,7 @@ pub fn message_targets(messages: &[ModeSummary], full_scale: &[ModeSummary]) -> 
                 breakdown_benches: vec![],
             }
         }
-        _ => not_measured(target),
+        _ => TargetCheck::not_measured(target),
     });
     for mode in [
         Mode::SubmitAndTimer,
@@ -382,7 +376,7 @@ pub fn message_targets(messages: &[ModeSummary], full_scale: &[ModeSummary]) -> 
                     breakdown_benches: vec![],
                 }
             }
-            _ => not_measured(target),
+            _ => TargetCheck::not_measured(target),
         });
     }
     out
@@ -399,6 +393,18 @@ pub struct TargetCheck {
     pub met: Option<bool>,
     /// Benches whose scopes explain a miss.
     pub breakdown_benches: Vec<String>,
+}
+
+impl TargetCheck {
+    /// `target`, whose benches did not run.
+    fn not_measured(target: String) -> TargetCheck {
+        TargetCheck {
+            target,
+            measured: "not measured".into(),
+            met: None,
+            breakdown_benches: vec![],
+        }
+    }
 }
 
 /// Evaluates the targets.
@@ -423,12 +429,9 @@ pub fn targets(benches: &BTreeMap<String, CanbenchFigures>) -> Vec<TargetCheck> 
                 "floor_insert_10000".into(),
             ],
         },
-        _ => TargetCheck {
-            target: format!("batched insert ≤ {FLOOR_TARGET:.2}× the floor (10,000 ops)"),
-            measured: "not measured".into(),
-            met: None,
-            breakdown_benches: vec![],
-        },
+        _ => TargetCheck::not_measured(format!(
+            "batched insert ≤ {FLOOR_TARGET:.2}× the floor (10,000 ops)"
+        )),
     });
     let gains = gain_rows(benches);
     for kind in OP_KINDS {
@@ -445,12 +448,7 @@ pub fn targets(benches: &BTreeMap<String, CanbenchFigures>) -> Vec<TargetCheck> 
                         format!("unbatched_{kind}_1000"),
                     ],
                 },
-                None => TargetCheck {
-                    target,
-                    measured: "not measured".into(),
-                    met: None,
-                    breakdown_benches: vec![],
-                },
+                None => TargetCheck::not_measured(target),
             },
         );
     }
@@ -471,12 +469,7 @@ pub fn targets(benches: &BTreeMap<String, CanbenchFigures>) -> Vec<TargetCheck> 
                     met: Some(d.abs() <= ERROR_TARGET_PCT),
                     breakdown_benches: vec![format!("errors_{pct}pct"), "errors_0pct".into()],
                 },
-                None => TargetCheck {
-                    target,
-                    measured: "not measured".into(),
-                    met: None,
-                    breakdown_benches: vec![],
-                },
+                None => TargetCheck::not_measured(target),
             },
         );
     }

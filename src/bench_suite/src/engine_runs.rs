@@ -365,12 +365,7 @@ fn install_with_fixture(
         let exec = c.update("execute_batch", &Encode!(&ops)?)?;
         let outcomes = Result::from(Decode!(reply("execute_batch", &exec)?, BatchResult)?)
             .map_err(|e| anyhow!("fixture execute_batch: {e:?}"))?;
-        ensure!(
-            outcomes
-                .iter()
-                .all(|o| matches!(o, Outcome::Committed { .. })),
-            "fixture: an op failed"
-        );
+        ensure_all_committed("fixture execute_batch", &outcomes, ops.len())?;
     }
     let exec = c.update("execute_sql", &Encode!(&fixture_indexes())?)?;
     Result::from(Decode!(reply("execute_sql", &exec)?, WriteResult)?)

@@ -221,12 +221,7 @@ fn install_with_fixture(pic: &PocketIc, wasm: &[u8], mode: Mode, n: usize) -> Re
         let reply = update(pic, id, "execute_batch", Encode!(&ops)?)?;
         let outcomes = Result::from(Decode!(&reply, BatchResult)?)
             .map_err(|e| anyhow!("fixture execute_batch: {e:?}"))?;
-        ensure!(
-            outcomes
-                .iter()
-                .all(|o| matches!(o, Outcome::Committed { .. })),
-            "fixture: an op failed"
-        );
+        crate::engine_runs::ensure_all_committed("fixture execute_batch", &outcomes, ops.len())?;
     }
     let reply = update(pic, id, "execute_sql", Encode!(&fixture_indexes())?)?;
     Result::from(Decode!(&reply, WriteResult)?).map_err(|e| anyhow!("fixture indexes: {e:?}"))?;

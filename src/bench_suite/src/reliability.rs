@@ -346,9 +346,18 @@ const PLAIN: Setup = Setup {
 };
 
 /// The engine and the wasm the scenarios install.
-struct Lab<'a> {
-    engine: &'a Engine,
-    program: &'a Program,
+struct Lab {
+    engine: Engine,
+    program: Program,
+}
+
+impl Lab {
+    /// A fresh engine and the deployable wasm at `wasm` loaded on it.
+    fn new(wasm: &Path) -> Result<Lab> {
+        let engine = Engine::new(EngineConfig::default())?;
+        let program = program_at(&engine, wasm);
+        Ok(Lab { engine, program })
+    }
 }
 
 /// Values a scenario measured, by the name of their placeholder in its description.
@@ -372,7 +381,7 @@ struct Scenario {
 /// Installs the canister of `setup`.
 fn install(lab: &Lab, setup: &Setup) -> Result<Client> {
     let settings = setup.message_limit.map_or_else(Settings::default, limited);
-    let mut c = Client::install_program(lab.engine, lab.program, (setup.args)(), settings);
+    let mut c = Client::install_program(&lab.engine, &lab.program, (setup.args)(), settings);
     for name in setup.users {
         c.create_user(name);
     }
@@ -398,12 +407,7 @@ fn run(lab: &Lab, s: &Scenario, progress: &mut Progress) -> Result<ScenarioResul
 
 /// Runs every scenario on the deployable wasm at `wasm`, in the order of the table.
 pub fn run_all(wasm: &Path, progress: &mut Progress) -> Result<Vec<ScenarioResult>> {
-    let engine = Engine::new(EngineConfig::default())?;
-    let program = program_at(&engine, wasm);
-    let lab = Lab {
-        engine: &engine,
-        program: &program,
-    };
+    let lab = Lab::new(wasm)?;
     scenarios::SCENARIOS
         .iter()
         .chain(&careless::SCENARIOS)
@@ -453,7 +457,7 @@ fn install_refused(lab: &Lab, args: InitArgs) -> bool {
         Ok(arg) => arg,
         Err(_) => return false,
     };
-    offline_engine::Canister::install(lab.engine, lab.program, &arg, Settings::default()).is_err()
+    offline_engine::Canister::install(&lab.engine, &lab.program, &arg, Settings::default()).is_err()
 }
 
 /// `execute_sql` of `sql` by the controller: whether it was refused with SQLITE_AUTH (23).
@@ -543,12 +547,7 @@ pub struct WorstCaseFlush {
 /// Measures [`WorstCaseFlush`] with a budget of 1 billion instructions.
 pub fn worst_case_flush(wasm: &Path, progress: &mut Progress) -> Result<WorstCaseFlush> {
     progress.step("reliability: the worst-case flush");
-    let engine = Engine::new(EngineConfig::default())?;
-    let program = program_at(&engine, wasm);
-    let lab = Lab {
-        engine: &engine,
-        program: &program,
-    };
+    let lab = Lab::new(wasm)?;
     let budget = 1_000_000_000;
     let mut c = install(
         &lab,

@@ -148,13 +148,7 @@ fn packed_batch(c: &mut Client, ops: &[UserOrderOp]) -> Result<u64> {
         bail!("execute_batch_packed: {:?}", exec.result);
     };
     let outcomes = crate::engine_runs::packed_outcomes(reply, ops.len())?;
-    ensure!(
-        outcomes
-            .iter()
-            .all(|o| matches!(o, Outcome::Committed { .. })),
-        "a client batch of {} ops: an op did not commit",
-        ops.len()
-    );
+    crate::engine_runs::ensure_all_committed("execute_batch_packed", &outcomes, ops.len())?;
     Ok(exec.instructions)
 }
 
