@@ -24,6 +24,10 @@ pub fn run(
     summary: Option<&Path>,
     progress: &mut Progress,
 ) -> Result<ExitCode> {
+    // What the summary and the verdict name: this configuration's results file, and the command
+    // that rewrites it (scripts/canbench.sh reads the configuration from CANBENCH_CFG_FILE).
+    let results = crate::canbench_check::CanbenchConfig::read(&config)?.results_path();
+    let update = persist_command(&config);
     let options = CheckOptions {
         repo: PathBuf::from("."),
         config,
@@ -51,7 +55,8 @@ pub fn run(
         let other = other_failures(&outcome);
         let context = format!(
             "canbench 0.7.0 through offline-pocket-ic (engine: {ENGINE_LABEL}), every figure it reports against the \
-             `canbench_results.offline.yml` committed at HEAD."
+             `{}` committed at HEAD.",
+            results.display()
         );
         write_gate_summary(
             path,
@@ -62,7 +67,7 @@ pub fn run(
                 threshold_pct: threshold,
                 other_failures: &other,
                 full_table: &full_table_link("the output of `scripts/check_canbench.sh`"),
-                update_hint: "scripts/canbench.sh --persist",
+                update_hint: &update,
             },
         )?;
     }
@@ -75,11 +80,25 @@ pub fn run(
         println!("OK: the committed canbench results are up to date.");
     } else {
         println!(
-            "FAILED: the committed canbench results are not up to date. If the change is intended, \
-             run `scripts/canbench.sh --persist` and commit the results file with it."
+            "FAILED: the committed canbench results ({}) are not up to date. If the change is intended, \
+             run `{update}` and commit the results file with it.",
+            results.display()
         );
     }
     Ok(exit_code(outcome.passed()))
+}
+
+/// The command that rewrites the results of `config`: `scripts/canbench.sh --persist`, with
+/// `CANBENCH_CFG_FILE` when the configuration is not its default.
+fn persist_command(config: &Path) -> String {
+    if config == Path::new("canbench.offline.yml") {
+        "scripts/canbench.sh --persist".to_string()
+    } else {
+        format!(
+            "CANBENCH_CFG_FILE={} scripts/canbench.sh --persist",
+            config.display()
+        )
+    }
 }
 
 /// The gate's failures besides moved figures, one line each.
@@ -95,4 +114,21 @@ fn other_failures(outcome: &CheckOutcome) -> Vec<String> {
                 .map(|f| format!("no fresh flamegraph: {f}")),
         )
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_update_command_names_a_configuration_other_than_the_default() {
+        assert_eq!(
+            persist_command(Path::new("canbench.offline.yml")),
+            "scripts/canbench.sh --persist"
+        );
+        assert_eq!(
+            persist_command(Path::new("canbench.vfs.offline.yml")),
+            "CANBENCH_CFG_FILE=canbench.vfs.offline.yml scripts/canbench.sh --persist"
+        );
+    }
 }
