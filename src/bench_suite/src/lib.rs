@@ -32,6 +32,7 @@ pub mod fees;
 pub mod load_model;
 pub mod message_bench;
 pub mod output;
+pub mod peer;
 pub mod pocket_ic_runs;
 pub mod pr_summary;
 pub mod progress;

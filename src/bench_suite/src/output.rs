@@ -144,6 +144,7 @@ pub fn charts(r: &SuiteResults) -> Vec<(String, Chart)> {
             },
         ));
     }
+    out.extend(crate::peer::chart(r, footer(r, true)));
     out
 }
 

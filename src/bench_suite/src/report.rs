@@ -14,13 +14,14 @@ mod inputs;
 mod load;
 mod message_level;
 mod opening;
+mod peer;
 
 /// A section of the report: what it is called (its golden file is `report/<name>.md` under
 /// `tests/expected`) and the function that renders it.
 type Section = (&'static str, fn(&Inputs) -> String);
 
 /// The report's sections, in the order it shows them.
-const SECTIONS: [Section; 19] = [
+const SECTIONS: [Section; 20] = [
     ("title", opening::title),
     ("answer", opening::answer),
     ("which_path", opening::which_path),
@@ -35,6 +36,7 @@ const SECTIONS: [Section; 19] = [
     ("errors", canbench::errors),
     ("flush_size", canbench::flush_size),
     ("users_orders", canbench::users_orders),
+    ("peer_vfs", peer::peer_vfs),
     ("load", load::load),
     ("targets", appendices::targets),
     ("reliability", appendices::reliability),
@@ -124,6 +126,7 @@ pub(crate) mod tests {
             varying_trapped: 0,
             varying_most: 160_444_810,
         });
+        r.peer = Some(crate::peer::tests::synthetic_peer());
         r
     }
 
@@ -234,6 +237,7 @@ pub(crate) mod tests {
         errors,
         flush_size,
         users_orders,
+        peer_vfs,
         load,
         targets,
         reliability,

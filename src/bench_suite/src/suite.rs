@@ -80,6 +80,8 @@ pub struct SuiteConfig {
     pub canbench_wasm: PathBuf,
     /// Its install argument, as canbench sends it (`init_args` of `canbench.yml`).
     pub canbench_init_arg: Vec<u8>,
+    /// The canbench wasm of the peer on ic-sqlite-vfs ([`crate::peer`]); none: no peer run.
+    pub peer_canbench_wasm: Option<PathBuf>,
 }
 
 /// A wasm that was measured.
@@ -152,6 +154,9 @@ pub struct SuiteResults {
     pub worst_case_flush: Option<crate::reliability::WorstCaseFlush>,
     /// Wall seconds of the suite.
     pub wall_seconds: f64,
+    /// The peer on ic-sqlite-vfs beside the reference (absent without its wasm).
+    #[serde(rename = "peer_ic_sqlite_vfs", skip_serializing_if = "Option::is_none")]
+    pub peer: Option<crate::peer::PeerResults>,
 }
 
 /// What one update call costs beyond the work canbench measures for it (Candid decoding and
@@ -439,6 +444,11 @@ pub fn run(config: &SuiteConfig, progress: &mut Progress) -> Result<SuiteResults
     };
     let reliability = crate::reliability::run_all(&config.deployable_wasm, progress)?;
     let worst_case_flush = crate::reliability::worst_case_flush(&config.deployable_wasm, progress)?;
+    let peer = config
+        .peer_canbench_wasm
+        .as_deref()
+        .map(|wasm| crate::peer::run(&engine, wasm, &deployable, config.scale, progress))
+        .transpose()?;
     progress.step("load model, report tables");
     let mut results = assemble(
         config.scale,
@@ -465,6 +475,7 @@ pub fn run(config: &SuiteConfig, progress: &mut Progress) -> Result<SuiteResults
     results.call_profiles = call_profiles;
     results.reliability = reliability;
     results.worst_case_flush = Some(worst_case_flush);
+    results.peer = peer;
     results.wall_seconds = progress.elapsed();
     Ok(results)
 }
@@ -516,6 +527,7 @@ pub fn assemble(
         reliability: Vec::new(),
         worst_case_flush: None,
         wall_seconds: 0.0,
+        peer: None,
     }
 }
 

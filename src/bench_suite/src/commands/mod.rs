@@ -30,6 +30,9 @@ pub struct Wasms {
     /// The canbench configuration whose install argument (`init_args`) the benches get.
     #[arg(long, default_value = "canbench.yml")]
     pub canbench_config: PathBuf,
+    /// The canbench wasm of the peer on ic-sqlite-vfs (`BENCH_SCALE_DIVISOR=<1|100> scripts/build_vfs.sh canbench`): its benches run beside the reference's.
+    #[arg(long)]
+    pub peer_canbench_wasm: Option<PathBuf>,
 }
 
 impl Wasms {
@@ -41,6 +44,7 @@ impl Wasms {
             canbench_wasm: self.canbench_wasm.clone(),
             canbench_init_arg: crate::canbench_check::CanbenchConfig::read(&self.canbench_config)?
                 .init_arg()?,
+            peer_canbench_wasm: self.peer_canbench_wasm.clone(),
         })
     }
 }
