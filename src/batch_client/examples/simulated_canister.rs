@@ -95,7 +95,10 @@ fn read_request(
         });
     }
     let mut ops = Vec::new();
-    for (i, op) in packed::read_ops(declaration, body, 10_000)?.into_iter().enumerate() {
+    for (i, op) in packed::read_ops(declaration, body, 10_000)?
+        .into_iter()
+        .enumerate()
+    {
         declaration.check(i, op.write, &op.params)?;
         let params = op.params.into_iter().map(sql_value).collect();
         ops.push(WriteOp::single(declaration.writes[op.write].sql, params));

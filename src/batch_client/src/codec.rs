@@ -162,12 +162,11 @@ impl<W: Writes> BatchCodec for Declared<W> {
     }
 
     fn decode(&self, reply: &[u8], ops: usize) -> Result<Reply<Outcome, BatchRefusal>, String> {
-        let blob: Blob = match candid::decode_one::<PackedWritesResult>(reply)
-            .map_err(|e| e.to_string())?
-        {
-            PackedWritesResult::Ok(blob) => blob,
-            PackedWritesResult::Err(refusal) => return Ok(Reply::Refused(refusal)),
-        };
+        let blob: Blob =
+            match candid::decode_one::<PackedWritesResult>(reply).map_err(|e| e.to_string())? {
+                PackedWritesResult::Ok(blob) => blob,
+                PackedWritesResult::Err(refusal) => return Ok(Reply::Refused(refusal)),
+            };
         let reply = packed::decode_reply(&blob, ops).map_err(|e| e.to_string())?;
         if reply.outcomes.len() != ops {
             return Err(format!(

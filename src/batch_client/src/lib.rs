@@ -20,8 +20,8 @@ pub use batcher::{
     BatchError, Batcher, BatcherStats, Due, InFlight, Next, OpFuture, OpResult, SubmitError,
 };
 pub use codec::{
-    BatchCodec, BatchKey, CANDID_BLOB_FRAMING_BYTES, Declared, RefusalKind, Reply,
-    encode_blob_arg, is_not_executed,
+    BatchCodec, BatchKey, CANDID_BLOB_FRAMING_BYTES, Declared, RefusalKind, Reply, encode_blob_arg,
+    is_not_executed,
 };
 pub use config::{
     BatcherConfig, ConfigError, DEFAULT_MAX_BATCH_OPS, ENVELOPE_RESERVE_BYTES, IC_MAX_MESSAGE_BYTES,

@@ -177,9 +177,9 @@ impl Canister {
                 }
                 // As the canister answers: TooOld, CreatedInFuture, DigestMismatch, StoreFull,
                 // Database, each `Refused`.
-                Err(error) => refused(BatchRefusal::from(
-                    ic_rusqlite_batch::types::dedup_refusal(error),
-                )),
+                Err(error) => refused(BatchRefusal::from(ic_rusqlite_batch::types::dedup_refusal(
+                    error,
+                ))),
             }
         })
     }
@@ -768,7 +768,10 @@ async fn a_refusal_of_the_whole_batch_reaches_every_op_body() {
     )));
     let (results, stats) = run_ops(&net, config(), &[1, 2, 3], clock.clone()).await;
     for result in &results {
-        assert_eq!(result, &Err(BatchError::Refused(BatchRefusal::NotAuthorized)));
+        assert_eq!(
+            result,
+            &Err(BatchError::Refused(BatchRefusal::NotAuthorized))
+        );
     }
     assert_eq!((stats.attempts, stats.refused), (1, 3));
 

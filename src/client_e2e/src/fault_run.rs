@@ -18,9 +18,7 @@ use bench_api::{Outcome, UserOrderOp};
 use candid::Principal;
 use ic_agent::Agent;
 use ic_batch_client::agent::AgentTransport;
-use ic_batch_client::{
-    BatchError, Batcher, BatcherConfig, BatcherStats, OpResult, tokio_driver,
-};
+use ic_batch_client::{BatchError, Batcher, BatcherConfig, BatcherStats, OpResult, tokio_driver};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 

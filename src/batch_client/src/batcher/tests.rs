@@ -75,7 +75,10 @@ fn ops_of(batch: &InFlight<Codec>) -> Vec<PackedOp> {
     let blob: Blob = candid::decode_one(batch.request()).expect("blob");
     let (header, ops) = packed::read_header(&blob).expect("a request");
     assert_eq!(header.digest, ShopWrite::declaration().digest);
-    assert_eq!(header.key.created_at_time_ns, batch.key().created_at_time_ns);
+    assert_eq!(
+        header.key.created_at_time_ns,
+        batch.key().created_at_time_ns
+    );
     assert_eq!(header.key.id, batch.key().id);
     packed::read_ops(ShopWrite::declaration(), ops, usize::MAX).expect("the ops")
 }
@@ -315,11 +318,13 @@ fn too_old_is_unknown_after_a_lost_reply_and_a_refusal_otherwise() {
     let batch = b.take_batch(0).unwrap();
     b.finish(
         batch,
-        Ok(refusal(BatchRefusal::Refused(WriteError::CreatedInFuture {
-            created_at_time: 9,
-            now: 0,
-            newest_accepted: 6,
-        }))),
+        Ok(refusal(BatchRefusal::Refused(
+            WriteError::CreatedInFuture {
+                created_at_time: 9,
+                now: 0,
+                newest_accepted: 6,
+            },
+        ))),
         1,
     );
     assert_eq!(

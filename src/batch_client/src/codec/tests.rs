@@ -142,7 +142,10 @@ fn each_refusal_has_its_kind() {
         reason: "101 bytes; at most 100".into(),
     };
     assert_eq!(kind(BatchRefusal::NotAuthorized), RefusalKind::Final);
-    assert_eq!(kind(BatchRefusal::InvalidParam(invalid)), RefusalKind::Final);
+    assert_eq!(
+        kind(BatchRefusal::InvalidParam(invalid)),
+        RefusalKind::Final
+    );
     assert_eq!(
         kind(BatchRefusal::DeclarationMismatch {
             canister: Blob::from(vec![0; 8]),
@@ -185,9 +188,16 @@ fn each_refusal_has_its_kind() {
         ),
     ] {
         assert_eq!(RefusalKind::of_write_error(&error), expected, "{error:?}");
-        assert_eq!(kind(BatchRefusal::Refused(error.clone())), expected, "{error:?}");
+        assert_eq!(
+            kind(BatchRefusal::Refused(error.clone())),
+            expected,
+            "{error:?}"
+        );
     }
-    assert_eq!(codec.refusal_of_reject(RejectCode::CanisterReject, "no"), None);
+    assert_eq!(
+        codec.refusal_of_reject(RejectCode::CanisterReject, "no"),
+        None
+    );
 }
 
 #[test]
