@@ -150,9 +150,9 @@ macro_rules! refused_as_err {
     };
 }
 
-/// The declared batch methods' results: their `Err` is a [`BatchRefusal`], which has a
+/// The declared batch methods' results: their `Err` is a
+/// [`BatchRefusal`](batch_types::declare::BatchRefusal), which has a
 /// `NotAuthorized` case of its own (and carries any other [`WriteError`] as `Refused`).
-/// [`BatchRefusal`]: batch_types::declare::BatchRefusal
 impl Refusal for WritesResult {
     fn refusal(error: WriteError) -> Self {
         Self::Err(error.into())

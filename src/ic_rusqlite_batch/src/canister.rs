@@ -8,17 +8,19 @@ use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
 
 use batch_core::{
-    BatchQueue, Budget, FlushReport, InstructionMeter, OpOutcome, OpStatus, Owner, SubmitError,
-    Ticket, WriteOp,
+    BatchQueue, Budget, FlushReport, OpOutcome, OpStatus, Owner, SubmitError, Ticket, WriteOp,
 };
 use candid::Principal;
-use ic_rusqlite::{ConnectionConfig, rusqlite::Connection};
+use ic_rusqlite::ConnectionConfig;
 use ic_stable_structures::memory_manager::MemoryId;
 
-use crate::access::{self, Interface, Refusal, Writers};
+use crate::access::{self, Interface, Writers};
 use crate::keyed::{self, KeyedBatch, KeyedOutcomes};
+pub use crate::message::{MessageMeter, arguments, reply};
 use crate::persist::{self, SavedState};
 use crate::settings::{CanisterSettings, Floors};
+pub use crate::state::with_connection;
+use crate::state::{QUEUE, SETTINGS};
 use crate::timer;
 use crate::types::{InitArgs, MethodClass, Settings, Stats, WriteAccess, WriteError};
 
@@ -71,9 +73,6 @@ impl Setup {
 }
 
 thread_local! {
-    pub(crate) static QUEUE: RefCell<BatchQueue> =
-        RefCell::new(BatchQueue::new(batch_core::Config::default()).expect("default config is valid"));
-    pub(crate) static SETTINGS: RefCell<CanisterSettings> = RefCell::new(CanisterSettings::default());
     static SETUP: Cell<Option<&'static Setup>> = const { Cell::new(None) };
     static WRITERS: RefCell<Writers> = RefCell::new(Writers::default());
     static READ_ONLY: Cell<bool> = const { Cell::new(false) };
@@ -87,16 +86,6 @@ thread_local! {
 struct Checked {
     caller: Principal,
     controller: Option<bool>,
-}
-
-/// `ic0.performance_counter(0)`: instructions used so far by this message.
-#[derive(Clone, Copy, Debug)]
-pub struct MessageMeter;
-
-impl InstructionMeter for MessageMeter {
-    fn instructions(&self) -> u64 {
-        ic_cdk::api::performance_counter(0)
-    }
 }
 
 fn setup() -> &'static Setup {
@@ -293,29 +282,6 @@ pub fn query_guard() -> Result<(), String> {
     }
 }
 
-/// The arguments of the running method, decoded as `A` (a tuple) as ic-cdk decodes them;
-/// traps on arguments of another type. Call it inside [`authorized`]'s body.
-pub fn arguments<A: for<'a> candid::utils::ArgumentDecoder<'a>>() -> A {
-    let bytes = ic_cdk::api::msg_arg_data();
-    let bytes: &[u8] = if bytes.is_empty() {
-        b"DIDL\x00\x00"
-    } else {
-        &bytes
-    };
-    let mut config = candid::DecoderConfig::new();
-    config.set_skipping_quota(10_000);
-    candid::utils::decode_args_with_config(bytes, &config)
-        .unwrap_or_else(|e| ic_cdk::trap(format!("failed to decode call arguments: {e}")))
-}
-
-/// Replies with `value`, Candid-encoded (a method exported with `manual_reply`), of a type
-/// with a typed refusal (as [`authorized`] answers it).
-pub fn reply<T: candid::CandidType + Refusal>(value: &T) {
-    let bytes = candid::encode_one(value)
-        .unwrap_or_else(|e| ic_cdk::trap(format!("failed to encode the reply: {e}")));
-    ic_cdk::api::msg_reply(bytes);
-}
-
 /// The caller of this message (read once inside [`authorized`]).
 pub fn caller() -> Principal {
     CHECKED
@@ -396,11 +362,6 @@ pub fn remove_writers(principals: &[Principal]) -> Result<(), WriteError> {
 }
 
 // ---------------------------------------------------------------- the database
-
-/// Runs `f` with the canister's connection (ic-rusqlite's `with_connection`).
-pub fn with_connection<R>(f: impl FnOnce(&Connection) -> R) -> R {
-    ic_rusqlite::with_connection(|conn| f(&conn))
-}
 
 /// Whether the database is read-only.
 pub fn read_only() -> bool {

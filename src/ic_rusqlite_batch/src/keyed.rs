@@ -37,7 +37,8 @@ use batch_core::{
 };
 use ic_cdk_timers::TimerId;
 
-use crate::canister::{MessageMeter, SETTINGS, with_connection};
+use crate::message::MessageMeter;
+use crate::state::{SETTINGS, with_connection};
 use crate::types::{Outcome, WriteError, outcome};
 
 /// Most expired keys one prune message removes.

@@ -12,6 +12,10 @@ mod canister;
 #[cfg(target_arch = "wasm32")]
 pub mod keyed;
 #[cfg(target_arch = "wasm32")]
+mod message;
+#[cfg(target_arch = "wasm32")]
+mod state;
+#[cfg(target_arch = "wasm32")]
 pub mod timer;
 
 #[cfg(target_arch = "wasm32")]

@@ -87,7 +87,8 @@ use batch_core::{FlushError, FlushReport, Ticket};
 use ic_cdk::call::{Call, CallFailed};
 use ic_cdk_timers::TimerId;
 
-use crate::canister::{MessageMeter, QUEUE, SETTINGS, with_connection};
+use crate::message::MessageMeter;
+use crate::state::{QUEUE, SETTINGS, with_connection};
 use crate::types::{FlushSummary, WriteError};
 
 /// Timer periods without a flush that committed or returned, while ops are pending, after which
@@ -583,10 +584,10 @@ fn careful_flush() {
     if ic_cdk::api::msg_caller() != ic_cdk::api::canister_self() {
         return ic_cdk::api::msg_reply(crate::access::NOT_AUTHORIZED_REPLY);
     }
-    let (limit,): (u64,) = crate::arguments();
+    let (limit,): (u64,) = crate::message::arguments();
     let summary = careful_flush_now(limit);
     ensure();
-    crate::reply(&summary);
+    crate::message::reply(&summary);
 }
 
 fn careful_flush_now(limit: u64) -> Result<FlushSummary, WriteError> {
