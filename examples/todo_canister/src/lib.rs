@@ -18,6 +18,8 @@ ic_rusqlite_batch::writes! {
         complete = "UPDATE todos SET done = 1 WHERE id = ?1" { id: i64 },
         /// Deletes every done todo: controllers only.
         purge_done (controllers) = "DELETE FROM todos WHERE done = 1" {},
+        /// Renames todo `id`.
+        rename = "UPDATE todos SET title = ?2 WHERE id = ?1" { id: i64, title: String [max 200] },
     }
 }
 

@@ -124,6 +124,7 @@ test("the codec is built from the canister's declaration: its writes, their para
       ['add', 'Writers', [['title', 'Text', false, 200], ['due_ns', 'Integer', true, null]]],
       ['complete', 'Writers', [['id', 'Integer', false, null]]],
       ['purge_done', 'Controllers', []],
+      ['rename', 'Writers', [['id', 'Integer', false, null], ['title', 'Text', false, 200]]],
     ],
   );
   assert.equal(d.writes[0]!.sql, 'INSERT INTO todos (title, due_ns) VALUES (?1, ?2)');

@@ -192,6 +192,19 @@ fn a_batch_runs_once_whichever_method_carries_its_retries() {
             (3, "bread".into(), None, false),
         ]
     );
+    // A renamed todo (the write added last to the declaration).
+    let k2 = key(&c, 13);
+    let renamed = candid_batch(
+        &mut c,
+        WRITER_A,
+        &k2,
+        &[TodoWrite::rename {
+            id: 3,
+            title: "rye bread".into(),
+        }],
+    );
+    assert_eq!(renamed.unwrap().outcomes, [committed(1, 0)]);
+    assert_eq!(todos(&mut c)[2], (3, "rye bread".into(), None, false));
     // The same key is the other writer's own: it runs for them.
     let theirs = candid_batch(&mut c, WRITER_B, &k, &ops[..1]).unwrap();
     assert_eq!(
