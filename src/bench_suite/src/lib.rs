@@ -39,6 +39,7 @@ pub mod progress;
 pub mod regression;
 pub mod reliability;
 pub mod report;
+pub mod scale;
 pub mod suite;
 pub mod summary;
 pub mod which_path;

@@ -144,7 +144,12 @@ pub fn charts(r: &SuiteResults) -> Vec<(String, Chart)> {
             },
         ));
     }
-    out.extend(crate::peer::chart(r, footer(r, true)));
+    out.extend(crate::peer::chart(
+        &r.canbench,
+        r.peer.as_ref(),
+        &r.fee_schedule,
+        footer(r, true),
+    ));
     out
 }
 

@@ -23,7 +23,7 @@ use crate::charts::{Chart, SecondaryAxis, Series};
 use crate::engine_runs::{self, CanbenchFigures, CanbenchRun};
 use crate::fees::{CYCLES_PER_XDR, FeeSchedule};
 use crate::progress::Progress;
-use crate::suite::{Scale, SuiteResults, WasmInfo};
+use crate::scale::{Scale, WasmInfo};
 
 /// The reference's binding, as the tables name it.
 pub const REFERENCE: &str = "ic-rusqlite";
@@ -110,7 +110,7 @@ pub fn run(
     let program = engine_runs::load(engine, peer_wasm, BUILD_HINT)?;
     let canbench =
         engine_runs::run_canbench(engine, &program, &init_arg(), None, &|_| true, progress)?;
-    crate::suite::check_scale(scale, &canbench)
+    crate::scale::check_scale(scale, &canbench)
         .with_context(|| format!("the peer's canbench wasm ({BUILD_HINT})"))?;
     progress.step("stable memory after the fixture, both canisters");
     let stable_memory = StableAfterFixture {
@@ -197,10 +197,14 @@ pub fn usd_per_million(fees: &FeeSchedule, cycles: f64) -> f64 {
 
 /// The chart of cycles per insert by N on a 13-node subnet, one line per binding and path
 /// (absent without the peer's results).
-pub fn chart(r: &SuiteResults, footer: String) -> Option<(String, Chart)> {
-    let peer = r.peer.as_ref()?;
-    let rows = side_by_side(&r.canbench.benches, &peer.canbench.benches);
-    let fees = &r.fee_schedule;
+pub fn chart(
+    reference: &CanbenchRun,
+    peer: Option<&PeerResults>,
+    fees: &FeeSchedule,
+    footer: String,
+) -> Option<(String, Chart)> {
+    let peer = peer?;
+    let rows = side_by_side(&reference.benches, &peer.canbench.benches);
     let series = |label: String, pick: &dyn Fn(&SideBySide) -> u64, batched: bool| Series {
         label,
         points: rows

@@ -1,7 +1,7 @@
 //! Batches of a canister's declared writes ([`writes!`](crate::writes)): the keyed client
 //! batch in Candid (`execute_writes`, the writes by name with named fields) and in the generic
 //! packed format (`execute_writes_packed`), both derived from the declaration by
-//! [`client_batches!`](crate::client_batches), both exactly once under the caller's key, and
+//! `client_batches!`, both exactly once under the caller's key, and
 //! one digest of the ops for both (their packed form), so a retry through either method is
 //! recognised.
 //!
