@@ -54,7 +54,7 @@ step "JS agent and icp-cli" "20 s" \
   bash -c 'cd src/pocket_ic_server/tests/agent-js && npm ci && npx tsc --noEmit && node --test'
 clippy_and_docs() {
   cargo clippy --release --all-targets -- -D warnings
-  cargo clippy --release --target wasm32-wasip1 -p bench_canister --features canbench-rs -- -D warnings
+  cargo clippy --release --target wasm32-wasip1 -p bench_canister --features declared -- -D warnings
   cargo clippy --release --target wasm32-wasip1 -p ic-rusqlite-batch -p notes_canister -p todo_canister -- -D warnings
   RUSTDOCFLAGS="-D warnings" cargo doc --no-deps --workspace
   RUSTDOCFLAGS="-D warnings" cargo doc --no-deps --target wasm32-wasip1 -p bench_canister --document-private-items

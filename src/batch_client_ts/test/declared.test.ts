@@ -122,12 +122,11 @@ test('an op is packed as it was when submitted', async () => {
   blob[0] = 9;
   await batcher.close();
   await Promise.all([first, second, third]);
-  assert.deepEqual(seen, [
-    [
-      { write: 'numbers', params: validNumbers },
-      { write: 'numbers', params: { ...validNumbers, a: 99n } },
-      { write: 'bytes', params: { ...validBytes, v: new Uint8Array([1, 2]) } },
-    ],
+  // What was sent, in order, whichever batches the linger timer made of it.
+  assert.deepEqual(seen.flat(), [
+    { write: 'numbers', params: validNumbers },
+    { write: 'numbers', params: { ...validNumbers, a: 99n } },
+    { write: 'bytes', params: { ...validBytes, v: new Uint8Array([1, 2]) } },
   ]);
 });
 

@@ -241,9 +241,11 @@ test("the canister's own refusals: a parameter past its limit, bytes that are no
   });
   assert.throws(() => s.codec.check({ write: 'add', params: { title: 'x'.repeat(201), due_ns: 5n } }), InvalidOpError);
 
-  // Bytes that are not a request: write index 3 of 3. The client's reader refuses it alike.
-  const malformed = new Uint8Array([...s.codec.encodeRequest(freshKey(), []), 3]);
-  const what = 'write index 3; the declaration has 3 writes';
+  // Bytes that are not a request: a write index one past the declaration's last. The client's
+  // reader refuses it alike.
+  const count = s.codec.declaration.writes.length;
+  const malformed = new Uint8Array([...s.codec.encodeRequest(freshKey(), []), count]);
+  const what = `write index ${count}; the declaration has ${count} writes`;
   assert.deepEqual(await sendOnce(s, malformed, 1), {
     kind: 'refused',
     refusal: { name: 'Malformed', detail: `byte 33: ${what}`, refusal: { Malformed: { offset: 33n, what } } },
