@@ -36,6 +36,23 @@ pub enum Reply<O, R> {
     Refused(R),
 }
 
+impl<O, R> Reply<O, R> {
+    /// The reply of a batch of `ops` ops that ran: its outcomes, one per op (another count is
+    /// an error: the reply cannot be read as this batch's).
+    pub fn executed(outcomes: Vec<O>, duplicate: bool, ops: usize) -> Result<Self, String> {
+        if outcomes.len() != ops {
+            return Err(format!(
+                "{} outcomes for a batch of {ops} ops",
+                outcomes.len()
+            ));
+        }
+        Ok(Reply::Executed {
+            outcomes,
+            duplicate,
+        })
+    }
+}
+
 /// What the batcher does with a refusal.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum RefusalKind {
@@ -168,16 +185,7 @@ impl<W: Writes> BatchCodec for Declared<W> {
                 PackedWritesResult::Err(refusal) => return Ok(Reply::Refused(refusal)),
             };
         let reply = packed::decode_reply(&blob, ops).map_err(|e| e.to_string())?;
-        if reply.outcomes.len() != ops {
-            return Err(format!(
-                "{} outcomes for a batch of {ops} ops",
-                reply.outcomes.len()
-            ));
-        }
-        Ok(Reply::Executed {
-            outcomes: reply.outcomes,
-            duplicate: reply.duplicate,
-        })
+        Reply::executed(reply.outcomes, reply.duplicate, ops)
     }
 
     /// None: the canister refuses with a typed `Err`, never with a reject.

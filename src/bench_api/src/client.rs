@@ -46,16 +46,7 @@ impl BatchCodec for PackedUserOrders {
             PackedResult::Err(refusal) => return Ok(Reply::Refused(refusal)),
         };
         let reply = packed::decode_keyed_outcomes(&blob, ops).map_err(|e| e.to_string())?;
-        if reply.outcomes.len() != ops {
-            return Err(format!(
-                "{} outcomes for a batch of {ops} ops",
-                reply.outcomes.len()
-            ));
-        }
-        Ok(Reply::Executed {
-            outcomes: reply.outcomes,
-            duplicate: reply.duplicate,
-        })
+        Reply::executed(reply.outcomes, reply.duplicate, ops)
     }
 
     /// None: the canister refuses with a typed `Err`, never with a reject.
