@@ -99,20 +99,5 @@ fn notes_floor_is_sixteen_times_the_dearest_op() {
 #[test]
 fn notes_did_matches_the_code() {
     let mut c = generic::install(&NOTES, ic_rusqlite_batch::InitArgs::default());
-    let from_code = c
-        .canister
-        .candid_interface()
-        .expect("get_candid_pointer runs")
-        .expect("the wasm exports get_candid_pointer");
-    let committed = std::fs::read_to_string(
-        std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-            .join("../../examples/notes_canister/notes_canister.did"),
-    )
-    .unwrap();
-    use candid_parser::utils::{CandidSource, service_equal};
-    service_equal(
-        CandidSource::Text(&from_code),
-        CandidSource::Text(&committed),
-    )
-    .unwrap_or_else(|e| panic!("notes_canister.did differs from the code: {e}\n{from_code}"));
+    generic::did_matches_the_code(&mut c, "examples/notes_canister/notes_canister.did");
 }

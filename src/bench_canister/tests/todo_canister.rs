@@ -121,22 +121,8 @@ fn committed(rows_changed: u64, last_insert_rowid: i64) -> Outcome {
 #[test]
 fn todo_did_matches_the_code() {
     let mut c = install();
-    let from_code = c
-        .canister
-        .candid_interface()
-        .expect("get_candid_pointer runs")
-        .expect("the wasm exports get_candid_pointer");
-    let committed = std::fs::read_to_string(
-        std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-            .join("../../examples/todo_canister/todo_canister.did"),
-    )
-    .unwrap();
-    use candid_parser::utils::{CandidSource, service_equal};
-    service_equal(
-        CandidSource::Text(&from_code),
-        CandidSource::Text(&committed),
-    )
-    .unwrap_or_else(|e| panic!("todo_canister.did differs from the code: {e}\n{from_code}"));
+    let committed =
+        generic::did_matches_the_code(&mut c, "examples/todo_canister/todo_canister.did");
     // What `icp canister call` users see: the writes by name, with named fields.
     assert!(
         committed.contains("add : record { title : text; due_ns : opt int64 }"),

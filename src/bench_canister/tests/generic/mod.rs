@@ -389,3 +389,27 @@ pub fn model_run(target: &Target, seed: u64, steps: usize) {
     }
     assert!(upgrades > 0 || steps < 20, "the sequence upgraded");
 }
+
+/// Checks that the committed `.did` at `did` (from the workspace root) is the interface the
+/// installed canister's code exports (both directions: `service_equal`); returns the code's
+/// interface text.
+pub fn did_matches_the_code(c: &mut Installed, did: &str) -> String {
+    let from_code = c
+        .canister
+        .candid_interface()
+        .expect("get_candid_pointer runs")
+        .expect("the wasm exports get_candid_pointer");
+    let committed = std::fs::read_to_string(
+        PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+            .join("../..")
+            .join(did),
+    )
+    .unwrap();
+    use candid_parser::utils::{CandidSource, service_equal};
+    service_equal(
+        CandidSource::Text(&from_code),
+        CandidSource::Text(&committed),
+    )
+    .unwrap_or_else(|e| panic!("{did} differs from the code: {e}\n{from_code}"));
+    committed
+}
