@@ -18,6 +18,7 @@ pub mod fixture;
 pub mod packed;
 pub mod schema;
 pub mod wire;
+pub mod writes;
 
 /// The `.did` file of the canister, as committed.
 pub const CANDID: &str = include_str!("../../bench_canister/bench_canister.did");
@@ -200,6 +201,8 @@ pub const METHODS: &[(&str, MethodClass)] = &[
     ("flush", MethodClass::SmallWrite),
     ("execute_batch", MethodClass::Write),
     ("execute_batch_packed", MethodClass::Write),
+    ("execute_writes", MethodClass::Write),
+    ("execute_writes_packed", MethodClass::Write),
     ("add_writers", MethodClass::Controller),
     ("remove_writers", MethodClass::Controller),
     ("set_read_only", MethodClass::Controller),
@@ -208,6 +211,7 @@ pub const METHODS: &[(&str, MethodClass)] = &[
     ("ticket_statuses", MethodClass::Query),
     ("stats", MethodClass::Query),
     ("settings", MethodClass::Query),
+    ("batch_declaration", MethodClass::Query),
     ("counts", MethodClass::Query),
     ("user_orders", MethodClass::Query),
     ("orders", MethodClass::Query),

@@ -3,6 +3,7 @@
 //! speak the committed interface. (The canister's own test checks its methods against the
 //! `.did`: `bench_canister/tests/on_engine.rs`.)
 
+use batch_types::declare;
 use bench_api::*;
 use candid::CandidType;
 use candid::types::subtype::{Gamma, equal};
@@ -51,6 +52,18 @@ fn every_did_type_is_the_rust_type() {
     check::<CountsResult>("CountsResult", &mut checked);
     check::<UserOrdersResult>("UserOrdersResult", &mut checked);
     check::<UsersResult>("UsersResult", &mut checked);
+    // The declared writes' client batches (`client_batches!`).
+    check::<writes::UserOrderWrite>("UserOrderWrite", &mut checked);
+    check::<declare::Access>("Access", &mut checked);
+    check::<declare::BatchRefusal>("BatchRefusal", &mut checked);
+    check::<declare::DeclarationView>("DeclarationView", &mut checked);
+    check::<declare::InvalidParam>("InvalidParam", &mut checked);
+    check::<declare::PackedWritesResult>("PackedWritesResult", &mut checked);
+    check::<declare::ParamKind>("ParamKind", &mut checked);
+    check::<declare::ParamView>("ParamView", &mut checked);
+    check::<declare::WriteView>("WriteView", &mut checked);
+    check::<declare::WritesReply>("WritesReply", &mut checked);
+    check::<declare::WritesResult>("WritesResult", &mut checked);
     // No type of the .did is left unchecked.
     let (env, _) = CandidSource::Text(CANDID).load().unwrap();
     let mut in_did: Vec<String> = env.0.keys().cloned().collect();

@@ -677,9 +677,19 @@ fn client_batch_packed_1000() -> BenchResult {
     let arg = bench_api::packed::encode_ops(&client_batch_orders());
     let caller = ic_cdk::api::msg_caller();
     bench_fn(|| {
-        let reply = crate::packed_batch(caller.as_slice(), &arg).expect("the batch runs");
+        let reply = crate::packed_batch(&arg, keyed_run(caller)).expect("the batch runs");
         std::hint::black_box(reply);
     })
+}
+
+/// Runs a keyed request under `caller`'s key as `execute_batch_keyed` does, without its
+/// writer check and prune timer.
+pub(crate) fn keyed_run(
+    caller: candid::Principal,
+) -> impl FnOnce(
+    ic_rusqlite_batch::KeyedBatch,
+) -> Result<ic_rusqlite_batch::KeyedOutcomes, bench_api::WriteError> {
+    move |request| ic_rusqlite_batch::keyed::run(caller.as_slice(), &request, ic_cdk::api::time())
 }
 
 /// The key of the keyed client-batch benches.
@@ -698,7 +708,7 @@ fn client_batch_packed_keyed_1000() -> BenchResult {
     let arg = bench_api::packed::encode_keyed_ops(&bench_key(), &client_batch_orders());
     let caller = ic_cdk::api::msg_caller();
     bench_fn(|| {
-        let reply = crate::packed_batch(caller.as_slice(), &arg).expect("the batch runs");
+        let reply = crate::packed_batch(&arg, keyed_run(caller)).expect("the batch runs");
         assert_eq!(reply[..2], [bench_api::packed::KEYED_REPLY_VERSION, 0]);
         std::hint::black_box(reply);
     })
@@ -710,9 +720,9 @@ fn client_batch_packed_keyed_1000() -> BenchResult {
 fn client_batch_packed_keyed_duplicate_1000() -> BenchResult {
     let arg = bench_api::packed::encode_keyed_ops(&bench_key(), &client_batch_orders());
     let caller = ic_cdk::api::msg_caller();
-    crate::packed_batch(caller.as_slice(), &arg).expect("the batch runs");
+    crate::packed_batch(&arg, keyed_run(caller)).expect("the batch runs");
     bench_fn(|| {
-        let reply = crate::packed_batch(caller.as_slice(), &arg).expect("answered");
+        let reply = crate::packed_batch(&arg, keyed_run(caller)).expect("answered");
         assert_eq!(
             reply[..2],
             [

@@ -1,51 +1,18 @@
-//! The reference canister's writes declared once (`writes!`), for the comparison of the
-//! generic packed format with the hand-written one (`bench_api::packed`): the same ops, the
-//! same SQL (a test of the native build checks it against `bench_api::schema`), the same
-//! keyed run. Compiled only into the comparison wasm (`scripts/build.sh declared`: features
+//! The comparison of the generic packed format of the reference canister's declared writes
+//! (`bench_api::writes::UserOrderWrite`) with the hand-written one (`bench_api::packed`): the
+//! same ops, the same SQL, the same keyed run. Compiled only into the comparison wasm (`scripts/build.sh declared`: features
 //! `canbench-rs` and `declared`), so the deployable and canbench wasms are as before.
 
+use bench_api::UserOrderOp;
 use bench_api::fixture::Workload;
-use bench_api::{MAX_EMAIL_BYTES, MAX_USERNAME_BYTES, UserOrderOp};
+use bench_api::writes::UserOrderWrite;
 use canbench_rs::{BenchResult, bench, bench_fn};
 use ic_rusqlite_batch as batch;
 use ic_rusqlite_batch::batch_types::declare::{Writes, encode_request};
 use ic_rusqlite_batch::batch_types::packed::{self, PackedKey};
 
-ic_rusqlite_batch::writes! {
-    /// The reference canister's writes.
-    pub enum UserOrderWrite {
-        /// `CreateUser`.
-        create_user = "INSERT INTO users (username, email) VALUES (?1, ?2)" {
-            username: String [max 100], email: String [max 254]
-        },
-        /// `CreateOrder`.
-        create_order = "INSERT INTO orders (user_id, amount) VALUES (?1, ?2)" {
-            user_id: i64, amount: f64
-        },
-        /// `UpdateOrderAmount`.
-        update_order_amount = "UPDATE orders SET amount = ?2 WHERE order_id = ?1" {
-            order_id: i64, amount: f64
-        },
-        /// `DeleteUserOrders`.
-        delete_user_orders = "DELETE FROM orders WHERE user_id = ?1" { user_id: i64 },
-    }
-}
-
-const _: () = assert!(MAX_USERNAME_BYTES == 100 && MAX_EMAIL_BYTES == 254);
-
 fn declared(op: &UserOrderOp) -> UserOrderWrite {
-    match op.clone() {
-        UserOrderOp::CreateUser { username, email } => {
-            UserOrderWrite::create_user { username, email }
-        }
-        UserOrderOp::CreateOrder { user_id, amount } => {
-            UserOrderWrite::create_order { user_id, amount }
-        }
-        UserOrderOp::UpdateOrderAmount { order_id, amount } => {
-            UserOrderWrite::update_order_amount { order_id, amount }
-        }
-        UserOrderOp::DeleteUserOrders { user_id } => UserOrderWrite::delete_user_orders { user_id },
-    }
+    UserOrderWrite::from(op.clone())
 }
 
 fn orders(n: u64) -> Vec<UserOrderOp> {
@@ -127,7 +94,8 @@ fn hand_written_packed(n: u64) -> BenchResult {
     let arg = bench_api::packed::encode_keyed_ops(&key, &orders(n));
     let caller = ic_cdk::api::msg_caller();
     bench_fn(|| {
-        let reply = crate::packed_batch(caller.as_slice(), &arg).expect("the batch runs");
+        let reply =
+            crate::packed_batch(&arg, crate::benches::keyed_run(caller)).expect("the batch runs");
         std::hint::black_box(reply);
     })
 }

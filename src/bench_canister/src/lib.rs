@@ -5,23 +5,30 @@
 //!
 //! The interface is documented in `bench_canister.did` and its types live in the `bench_api`
 //! crate; the queue, its timer and watchdog, settings, access control and the state kept across
-//! upgrades are `ic_rusqlite_batch`'s (whose Candid types `bench_api` re-exports). Every update
-//! method checks its caller against its class in `bench_api::METHODS` before it reads its
-//! argument (`ic_rusqlite_batch::authorized`, or `ic_rusqlite_batch::update!` which calls it),
-//! and every query is guarded by `ic_rusqlite_batch::query_guard`.
+//! upgrades are `ic_rusqlite_batch`'s (whose Candid types `bench_api` re-exports). The canister
+//! is built on the library's front door as any other: its lifecycle hooks and standard methods
+//! are `canister_methods!`'s, its exactly-once client batches of the declared writes
+//! (`bench_api::writes::UserOrderWrite`) are `client_batches!`'s, and its own keyed batches
+//! (`execute_batch`, `execute_batch_packed`) run through `ic_rusqlite_batch::execute_batch_keyed`.
+//! What it writes by hand is what the benchmark measures beside them: one call per write
+//! (`create_*`) and the queue (`submit_*`) with hand-written Candid codecs, and the
+//! hand-written packed batch (`bench_api::packed`). Every update method checks its caller
+//! against its class in `bench_api::METHODS` before it reads its argument
+//! (`ic_rusqlite_batch::authorized`, or `ic_rusqlite_batch::update!` which calls it), and every
+//! query is guarded by `ic_rusqlite_batch::query_guard`.
 #![cfg(target_arch = "wasm32")]
 // ^ The canister only builds for wasm32 (ic-rusqlite refuses other targets). Natively the crate is
 // empty, so that `cargo test` at the top level can run its tests/ against the built wasm.
 
 use batch_core::{SqlValue, Statement, WriteOp};
+use bench_api::writes::UserOrderWrite;
 use bench_api::{
-    AdminResult, BatchResult, Counts, CountsResult, FlushResult, InitArgs, MAX_CLIENT_BATCH,
-    MAX_QUERY_ROWS, MAX_SINGLE_OP_ARG_BYTES, MIN_FLUSH_BUDGET, MIN_PENDING_BYTES, Order,
-    OrdersResult, Outcome, Principals, Settings, SqlParam, SqlStatement, Stats, SubmitResult,
-    Ticket, TicketStatus, User, UserOrder, UserOrderOp, UserOrdersResult, UsersResult, WriteError,
+    BatchResult, Counts, CountsResult, MAX_CLIENT_BATCH, MAX_QUERY_ROWS, MAX_SINGLE_OP_ARG_BYTES,
+    MIN_FLUSH_BUDGET, MIN_PENDING_BYTES, Order, OrdersResult, Outcome, SqlParam, SqlStatement,
+    SubmitResult, Ticket, User, UserOrder, UserOrderOp, UserOrdersResult, UsersResult, WriteError,
     WriteResult,
 };
-use ic_rusqlite_batch::{self as batch, Floors, Interface};
+use ic_rusqlite_batch::{self as batch, Floors, Interface, KeyedBatch, KeyedOutcomes};
 #[cfg(feature = "canbench-rs")]
 use {batch::Origin, batch_core::Owner};
 
@@ -32,7 +39,9 @@ mod benches;
 #[cfg(all(feature = "canbench-rs", feature = "declared"))]
 mod declared;
 
-use batch::types::{outcome, status, summary};
+use batch::types::outcome;
+#[cfg(feature = "canbench-rs")]
+use batch::types::summary;
 
 /// The users/orders database and its queue: the state is saved in virtual memory 1; the
 /// statement cache has room for every statement the canister repeats (rusqlite's default of 16
@@ -49,31 +58,20 @@ static SETUP: batch::Setup = batch::Setup {
         min_pending_bytes_reason: "the size of the largest op of the API (a create_user with a username and an email at their limits)",
     },
     interface: Interface {
+        // Lists every method, the standard ones too (the tests walk the table).
         methods: bench_api::METHODS,
         max_small_arg_bytes: MAX_SINGLE_OP_ARG_BYTES,
-        standard_methods: false,
+        standard_methods: true,
     },
 };
 
-#[ic_cdk::init]
-fn init(args: Option<InitArgs>) {
-    batch::init(&SETUP, args);
-}
+// The lifecycle hooks, `flush`, the writers and read-only switches, and the queries on
+// tickets, stats and settings.
+batch::canister_methods!(SETUP);
 
-#[ic_cdk::pre_upgrade]
-fn pre_upgrade() {
-    batch::pre_upgrade();
-}
-
-#[ic_cdk::post_upgrade]
-fn post_upgrade(args: Option<InitArgs>) {
-    batch::post_upgrade(&SETUP, args);
-}
-
-#[ic_cdk::inspect_message]
-fn inspect_message() {
-    batch::inspect_message();
-}
+// `execute_writes`, `execute_writes_packed` and `batch_declaration`: the declared writes'
+// exactly-once client batches (the generic packed format).
+batch::client_batches!(UserOrderWrite);
 
 /// Flushes at most `max_ops` queued ops (the benches' flush).
 #[cfg(feature = "canbench-rs")]
@@ -293,22 +291,6 @@ batch::update! {
     }
 }
 
-batch::update! {
-    /// Flushes now: everything a flush's budget reaches for a controller; for a writer, what a
-    /// submit's size flush may run (see `ic_rusqlite_batch::flush`).
-    fn flush() -> FlushResult {
-        batch::flush().map(summary).into()
-    }
-}
-
-batch::update! {
-    /// Makes the database read-only (`PRAGMA query_only`), or writable again; kept across
-    /// upgrades (see `ic_rusqlite_batch::set_read_only`).
-    fn set_read_only(read_only: bool) -> AdminResult {
-        batch::set_read_only(read_only).into()
-    }
-}
-
 // ---- client-side batch: many ops in one call, one transaction ----
 
 batch::update! {
@@ -342,33 +324,33 @@ batch::update! {
 fn execute_batch_packed() {
     batch::authorized("execute_batch_packed", || {
         let packed = args_blob();
-        let caller = batch::caller();
-        let reply = if packed.first() == Some(&bench_api::packed::KEYED_VERSION) {
-            batch::key_scope(&caller).and_then(|scope| packed_batch(scope, &packed))
-        } else {
-            packed_batch(caller.as_slice(), &packed)
-        };
-        batch::keyed::ensure_prune_timer();
+        let reply = packed_batch(&packed, |request| {
+            batch::execute_batch_keyed(|| Ok(request))
+        });
         ic_cdk::api::msg_reply(bench_api::wire::encode_packed_result(reply));
     })
 }
 
-/// The packed reply to a packed request of `caller`, who may write (see
-/// [`execute_batch_packed`]); arms no timer (the benches call it).
-fn packed_batch(caller: &[u8], packed: &[u8]) -> Result<Vec<u8>, WriteError> {
+/// The packed reply to a packed request by a caller who may write (see
+/// [`execute_batch_packed`]): an unkeyed one runs at once, a keyed one through `keyed` (the
+/// method's is the front door, `ic_rusqlite_batch::execute_batch_keyed`; the benches run the
+/// request under their own key without arming the prune timer).
+fn packed_batch(
+    packed: &[u8],
+    keyed: impl FnOnce(KeyedBatch) -> Result<KeyedOutcomes, WriteError>,
+) -> Result<Vec<u8>, WriteError> {
     if packed.first() == Some(&bench_api::packed::KEYED_VERSION) {
         let (key, body) = bench_api::packed::keyed_ops_body(packed).map_err(invalid)?;
         let (_, ops) =
             bench_api::packed::decode_keyed_ops(packed, MAX_CLIENT_BATCH).map_err(invalid)?;
-        let request = batch::KeyedBatch {
+        let b = keyed(KeyedBatch {
             key: batch_core::BatchKey {
                 created_at_time_ns: key.created_at_time_ns,
                 id: key.id,
             },
             digest: batch_core::BatchDigest::of_bytes(body),
             ops: client_ops(ops)?,
-        };
-        let b = batch::keyed::run(caller, &request, ic_cdk::api::time())?;
+        })?;
         Ok(bench_api::packed::encode_keyed_outcomes(
             b.duplicate,
             &b.outcomes,
@@ -417,55 +399,8 @@ fn batch(
         .map(|outcomes| outcomes.into_iter().map(outcome).collect())
 }
 
-// ---- controllers: writers ----
-
-batch::update! {
-    fn add_writers(principals: Principals) -> AdminResult {
-        batch::add_writers(principals).into()
-    }
-}
-
-batch::update! {
-    fn remove_writers(principals: Principals) -> AdminResult {
-        batch::remove_writers(&principals).into()
-    }
-}
-
-#[ic_cdk::query(guard = "batch::query_guard")]
-fn writers() -> Principals {
-    batch::writers()
-}
-
 // ---- queries: each guarded (`batch::query_guard`): called as an update (replicated, paid like
 // an update), it runs only for controllers and writers ----
-
-/// The status of `ticket`, as the caller may see it: its own ops' (or, for a controller,
-/// anyone's); `NotYours` for another caller's.
-#[ic_cdk::query(guard = "batch::query_guard")]
-fn ticket_status(ticket: Ticket) -> TicketStatus {
-    status(batch::ticket_status(ticket))
-}
-
-/// The statuses of `count` tickets from `first` on (at most [`MAX_QUERY_ROWS`]), as
-/// [`ticket_status`] answers each.
-#[ic_cdk::query(guard = "batch::query_guard")]
-fn ticket_statuses(first: Ticket, count: u32) -> Vec<TicketStatus> {
-    let count = u64::from(count.min(MAX_QUERY_ROWS));
-    batch::ticket_statuses(first, count)
-        .into_iter()
-        .map(status)
-        .collect()
-}
-
-#[ic_cdk::query(guard = "batch::query_guard")]
-fn stats() -> Stats {
-    batch::stats()
-}
-
-#[ic_cdk::query(guard = "batch::query_guard")]
-fn settings() -> Settings {
-    batch::settings()
-}
 
 fn query_error(e: impl std::fmt::Display) -> bench_api::QueryError {
     bench_api::QueryError::Database(e.to_string())

@@ -81,7 +81,20 @@ fn large_argument(method: &str) -> Vec<u8> {
                 .collect();
             Encode!(&ops, &None::<BatchKey>)
         }
-        "execute_batch_packed" => Encode!(&big_blob()),
+        "execute_writes" => {
+            let ops: Vec<bench_api::writes::UserOrderWrite> = (0..106_000)
+                .map(|i| bench_api::writes::UserOrderWrite::create_order {
+                    user_id: 1,
+                    amount: f64::from(i),
+                })
+                .collect();
+            let key = BatchKey {
+                created_at_time: 1,
+                id: vec![1; 16],
+            };
+            Encode!(&key, &ops)
+        }
+        "execute_batch_packed" | "execute_writes_packed" => Encode!(&big_blob()),
         "add_writers" | "remove_writers" => Encode!(&many_principals()),
         "set_read_only" => Encode!(&true, &big_blob()),
         "flush" => Encode!(&big_blob()),
@@ -257,7 +270,7 @@ fn every_update_refuses_a_stranger_canister_before_reading_its_argument() {
     fixture(&mut c);
     let before = (c.counts(), c.stats(), writers(&mut c), c.settings());
     let mut updates = reference_updates();
-    assert_eq!(updates.len(), 16, "{updates:?}");
+    assert_eq!(updates.len(), 18, "{updates:?}");
     updates.push("__careful_flush".to_owned());
     let costs = strangers_updates_are_refused(&mut c.canister, &updates);
     print_costs("reference, stranger canister's update", &costs);
@@ -273,7 +286,7 @@ fn a_query_called_as_an_update_is_rejected_for_a_stranger_and_runs_for_a_writer(
     let mut c = Client::install(InitArgs::default());
     fixture(&mut c);
     let queries = methods_of_class(MethodClass::Query);
-    assert_eq!(queries.len(), 9, "{queries:?}");
+    assert_eq!(queries.len(), 10, "{queries:?}");
     let costs = strangers_replicated_queries_are_rejected(&mut c.canister, &queries);
     print_costs("reference, stranger canister's replicated query", &costs);
 

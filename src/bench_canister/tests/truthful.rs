@@ -533,7 +533,6 @@ fn a_strangers_flood_does_not_erase_anothers_outcome() {
     assert!(c.traps().is_empty());
 }
 
-/// The query methods of the committed .did.
 /// The query methods of the interface (its method table, which `tests/did.rs` of bench_api
 /// checks against the `.did`), sorted.
 fn query_methods() -> Vec<String> {
@@ -551,6 +550,7 @@ fn queries_called_as_updates_are_refused_before_they_run() {
     assert_eq!(
         queries,
         [
+            "batch_declaration",
             "counts",
             "orders",
             "settings",

@@ -1,5 +1,7 @@
 //! The randomized fault run: concurrent submitters write new users through one batcher
-//! (ic-agent, verification on) to the reference canister on the offline replica while a fault
+//! (ic-agent, verification on) to the reference canister on the offline replica, on the
+//! library's generic protocol (the declared writes `bench_api::writes::UserOrderWrite`, sent by
+//! `ic_batch_client::Declared` to `execute_writes_packed`), while a fault
 //! task drops and delays answers, stops and restarts the canister and upgrades it, at random.
 //! Then every op is checked against the database: its outcome was delivered once, to its own
 //! submitter (the row id it was told is the row holding its own email), and it was applied
@@ -13,18 +15,23 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use bench_api::client::PackedUserOrders;
-use bench_api::{Outcome, UserOrderOp};
+use bench_api::Outcome;
+use bench_api::writes::UserOrderWrite;
 use candid::Principal;
 use ic_agent::Agent;
 use ic_batch_client::agent::AgentTransport;
-use ic_batch_client::{BatchError, Batcher, BatcherConfig, BatcherStats, OpResult, tokio_driver};
+use ic_batch_client::{
+    BatchError, Batcher, BatcherConfig, BatcherStats, Declared, OpResult, tokio_driver,
+};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 
 use crate::{E2eError, Replica, deploy, identity, upgrade, users_with_email_prefix};
 
 const MS: u64 = 1_000_000;
+
+/// The batcher's codec: the reference canister's declared writes, packed.
+type Codec = Declared<UserOrderWrite>;
 
 /// What a fault run does.
 #[derive(Clone, Debug)]
@@ -156,7 +163,7 @@ pub async fn run(config: FaultRunConfig) -> Result<FaultRunReport, E2eError> {
     let agent = replica.agent(identity(77)).await?;
     let canister = deploy(&agent, None).await?;
     let batcher = Batcher::new(
-        PackedUserOrders,
+        Codec::new(),
         tokio_driver::with_random_key_prefix(BatcherConfig {
             max_batch_ops: config.max_batch_ops,
             max_delay_ns: 20 * MS,
@@ -167,7 +174,7 @@ pub async fn run(config: FaultRunConfig) -> Result<FaultRunReport, E2eError> {
         }),
     )
     .map_err(|e| E2eError::Start(e.to_string()))?;
-    let transport = AgentTransport::new(agent.clone(), canister, "execute_batch_packed");
+    let transport = AgentTransport::new(agent.clone(), canister, "execute_writes_packed");
     let driver = tokio::spawn(tokio_driver::run(
         batcher.clone(),
         transport,
@@ -192,7 +199,7 @@ pub async fn run(config: FaultRunConfig) -> Result<FaultRunReport, E2eError> {
             let mut rng = StdRng::seed_from_u64(seed ^ ((k as u64 + 1) << 32));
             let mut futures = Vec::new();
             for i in (k..n).step_by(count) {
-                let op = UserOrderOp::CreateUser {
+                let op = UserOrderWrite::create_user {
                     username: format!("u{i}"),
                     email: email(i),
                 };
@@ -202,7 +209,7 @@ pub async fn run(config: FaultRunConfig) -> Result<FaultRunReport, E2eError> {
                     tokio::time::sleep(Duration::from_millis(rng.gen_range(1..40))).await;
                 }
             }
-            let mut results: Vec<(usize, Option<OpResult<PackedUserOrders>>)> = Vec::new();
+            let mut results: Vec<(usize, Option<OpResult<Codec>>)> = Vec::new();
             for (i, future) in futures {
                 match future {
                     Ok(f) => {
@@ -216,7 +223,7 @@ pub async fn run(config: FaultRunConfig) -> Result<FaultRunReport, E2eError> {
             results
         }));
     }
-    let mut results: Vec<Option<OpResult<PackedUserOrders>>> = vec![None; config.ops];
+    let mut results: Vec<Option<OpResult<Codec>>> = vec![None; config.ops];
     for s in submitters {
         let part = s.await.map_err(|e| E2eError::Start(e.to_string()))?;
         for (i, r) in part {

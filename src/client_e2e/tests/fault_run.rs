@@ -1,4 +1,5 @@
-//! The randomized fault run (`FAULT_RUN_OPS`, default 10,000 ops, about 10 s; `FAULT_RUN_SEED`
+//! The randomized fault run on the generic protocol (`execute_writes_packed` of the reference
+//! canister's declared writes; `FAULT_RUN_OPS`, default 10,000 ops, about 10 s; `FAULT_RUN_SEED`
 //! repeats a schedule): random dropped and delayed answers, stops and upgrades while eight
 //! submitters write through one batcher. Every op's outcome is delivered once, to its own
 //! submitter, and every op is applied exactly once.
