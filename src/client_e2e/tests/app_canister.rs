@@ -1,9 +1,10 @@
 //! The application canister example (`examples/app_canister`, built by `scripts/build.sh`)
 //! forwarding user writes to the database canister, with the batcher and with one call per
-//! write: every user write is committed once, and its outcome recorded under its ticket.
+//! write: every user write is committed once, and its outcome recorded under its ticket; and
+//! the message-level breakdown of the application canister's cycles adds up to its balance.
 
 use client_e2e::Replica;
-use client_e2e::app::{Mode, measure_mode};
+use client_e2e::app::{Mode, Path, breakdown, measure_mode};
 
 fn forwards_every_write_once(mode: Mode, seed: u8) {
     let runtime = tokio::runtime::Builder::new_multi_thread()
@@ -30,6 +31,14 @@ fn forwards_every_write_once(mode: Mode, seed: u8) {
             );
             assert_eq!(cost.rows, 300, "{mode:?}: every write applied once");
             assert!(cost.app_cycles > 0 && cost.database_cycles > 0, "{cost:?}");
+            match mode {
+                Mode::Direct => assert_eq!(cost.summary.calls, 300, "{cost:?}"),
+                // Batches of several writes, and the timer only for the last of them.
+                Mode::Batched => assert!(
+                    cost.summary.calls < 300 && cost.summary.timers <= cost.summary.calls,
+                    "{cost:?}"
+                ),
+            }
         }
     });
 }
@@ -42,4 +51,33 @@ fn one_call_per_write_forwards_every_write_once() {
 #[test]
 fn the_batcher_forwards_every_write_once() {
     forwards_every_write_once(Mode::Batched, 51);
+}
+
+#[test]
+fn the_breakdown_adds_up_to_the_application_canisters_balance() {
+    // 200 writes, 50 a round: 4 rounds of user calls (engine: the offline engine's subnet).
+    let b = breakdown(Path::App(Mode::Batched), 200, 50).expect("measured");
+    println!("{}", client_e2e::app::render_breakdown(&b));
+    assert_eq!(b.rows, 200, "every write applied once");
+    let parts: u128 = b.parts.iter().map(|p| p.cycles).sum();
+    assert_eq!(parts, b.app_cycles, "{b:?}");
+    let calls = b
+        .parts
+        .iter()
+        .find(|p| p.what.starts_with("calls to the database canister"))
+        .expect("the calls' fees");
+    assert_eq!(calls.count, b.database_messages);
+    assert!(
+        calls.cycles >= 260_000 * u128::from(calls.count),
+        "{calls:?}"
+    );
+    // At most one flush a round (the next user call sends what is due), and no self-calls of
+    // a timer library.
+    assert!(b.database_messages <= 5, "{b:?}");
+    assert!(
+        b.parts.iter().all(|p| !p.what.contains("timer_executor")),
+        "{b:?}"
+    );
+    let direct = breakdown(Path::UserDirect, 200, 50).expect("measured");
+    assert_eq!((direct.rows, direct.database_messages), (200, 200));
 }
