@@ -13,7 +13,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use batch_core::rusqlite::Connection;
 use batch_core::{
-    BatchDigest, BatchKey, Budget, CountingMeter, DedupConfig, Deduplicator, SqlValue, WriteOp,
+    BatchDigest, Budget, CountingMeter, DedupConfig, Deduplicator, SqlValue, WriteOp,
 };
 use batch_types::SqlParam;
 use batch_types::declare::{BatchRefusal, Blob, PackedWritesResult, Writes};
@@ -122,10 +122,7 @@ impl Transport for &SimulatedCanister {
             Ok(read) => read,
             Err(refusal) => return refused(refusal),
         };
-        let key = BatchKey {
-            created_at_time_ns: header.key.created_at_time_ns,
-            id: header.key.id,
-        };
+        let key = header.key;
         let batch = {
             let mut db = self.db.lock().expect("the database lock");
             let (conn, dedup) = &mut *db;

@@ -5,22 +5,17 @@ use std::fmt;
 use std::marker::PhantomData;
 
 use batch_types::declare::{BatchRefusal, Blob, PackedWritesResult, Writes, encode_request};
-use batch_types::packed::{self, PackedKey};
+use batch_types::packed;
 use batch_types::{Outcome, WriteError};
 
 use crate::transport::RejectCode;
 
 /// A batch's key: when the client created the batch and 16 bytes that tell the client's
-/// batches apart. The canister records it with the batch's outcomes; the same key is sent on
-/// every retry of the batch.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub struct BatchKey {
-    /// Nanoseconds since the Unix epoch when the batch was formed (ICRC-1's
-    /// `created_at_time`).
-    pub created_at_time_ns: u64,
-    /// The client's key prefix (8 bytes) and a counter (8 bytes, big-endian).
-    pub id: [u8; 16],
-}
+/// batches apart (the batcher's: its key prefix, 8 bytes, and a counter, 8 bytes big-endian).
+/// The canister records it with the batch's outcomes; the same key is sent on every retry of
+/// the batch. The library's one key type (`ic-rusqlite-batch-types`' `packed::PackedKey`),
+/// which the canister's core records as it is.
+pub use batch_types::packed::PackedKey as BatchKey;
 
 /// What the canister answered to a batch.
 #[derive(Clone, Debug, PartialEq)]
@@ -171,11 +166,7 @@ impl<W: Writes> BatchCodec for Declared<W> {
     }
 
     fn encode(&self, key: &BatchKey, ops: &[W]) -> Vec<u8> {
-        let key = PackedKey {
-            created_at_time_ns: key.created_at_time_ns,
-            id: key.id,
-        };
-        encode_blob_arg(&encode_request(&key, ops))
+        encode_blob_arg(&encode_request(key, ops))
     }
 
     fn decode(&self, reply: &[u8], ops: usize) -> Result<Reply<Outcome, BatchRefusal>, String> {

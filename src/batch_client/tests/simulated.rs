@@ -147,10 +147,7 @@ impl Canister {
                 Ok(read) => read,
                 Err(refusal) => return refused(refusal),
             };
-            let key = CoreKey {
-                created_at_time_ns: header.key.created_at_time_ns,
-                id: header.key.id,
-            };
+            let key: CoreKey = header.key;
             let budget = Budget::new(CountingMeter::new(1), st.budget);
             let CanisterState { conn, dedup, .. } = st;
             let result = dedup.execute_keyed_within(

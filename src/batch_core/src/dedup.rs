@@ -112,22 +112,9 @@ const EXPIRED_LEFT: &str =
     "SELECT EXISTS (SELECT 1 FROM batch_core_dedup_keys WHERE created_at < ?1)";
 
 /// A batch's key: when its client created it, and 16 bytes that tell the client's batches
-/// apart. Scoped to a caller.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
-pub struct BatchKey {
-    /// Nanoseconds since the Unix epoch when the client created the batch (ICRC-1's
-    /// `created_at_time`).
-    pub created_at_time_ns: u64,
-    /// Chosen by the client so that its keys differ.
-    pub id: [u8; 16],
-}
-
-impl fmt::Display for BatchKey {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}/", self.created_at_time_ns)?;
-        self.id.iter().try_for_each(|b| write!(f, "{b:02x}"))
-    }
-}
+/// apart; scoped to a caller. The library's one key type (`ic-rusqlite-batch-types`'
+/// `packed::PackedKey`), which the packed formats carry and the clients make.
+pub use batch_types::packed::PackedKey as BatchKey;
 
 /// The XXH3-128 of a batch's ops (canonical big-endian bytes): what tells a retry of a batch
 /// from another batch sent with the same key.

@@ -36,6 +36,8 @@
 //! more ops or outcomes than expected, an unknown flag) is refused whole, naming the byte
 //! offset; a request is refused before any op runs.
 
+use serde::{Deserialize, Serialize};
+
 use crate::declare::{Declaration, ParamKind};
 use crate::{OpError, Outcome, SqlParam};
 
@@ -72,13 +74,25 @@ impl std::fmt::Display for PackedError {
 
 impl std::error::Error for PackedError {}
 
-/// The key of a batch, as the packed request carries it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+/// A batch's key: when its client created it, and 16 bytes that tell the client's batches
+/// apart; scoped to a caller. The one key type of the library: batch_core records it
+/// (`batch_core::BatchKey`), both packed formats carry it (8 bytes of `created_at_time_ns`
+/// little-endian, then the id), and the clients make it (`ic_batch_client::BatchKey`); only
+/// Candid carries it as a record of its own ([`crate::BatchKey`], the id as a `blob`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 pub struct PackedKey {
-    /// Nanoseconds since the Unix epoch when the client created the batch.
+    /// Nanoseconds since the Unix epoch when the client created the batch (ICRC-1's
+    /// `created_at_time`).
     pub created_at_time_ns: u64,
     /// Chosen by the client so that its keys differ.
     pub id: [u8; 16],
+}
+
+impl std::fmt::Display for PackedKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}/", self.created_at_time_ns)?;
+        self.id.iter().try_for_each(|b| write!(f, "{b:02x}"))
+    }
 }
 
 /// The header of a request: the digest of the declaration it was built for, and the key.
@@ -286,6 +300,22 @@ fn committed_run(outcomes: &[Outcome]) -> Option<(usize, u64, i64, i64)> {
         count += 1;
     }
     (count >= MIN_RUN).then_some((count, rows_changed, first, step))
+}
+
+/// Reads the outcome records of `bytes` from byte `start` to the end, at most `max_outcomes`
+/// outcomes (errors name offsets in `bytes`): the outcome runs of every packed reply, this
+/// format's and the reference canister's hand-written one.
+pub fn read_outcomes_from(
+    bytes: &[u8],
+    start: usize,
+    max_outcomes: usize,
+) -> Result<Vec<Outcome>, PackedError> {
+    let mut r = Reader {
+        bytes,
+        offset: start,
+        base: 0,
+    };
+    read_outcomes(&mut r, max_outcomes)
 }
 
 /// Reads outcomes up to the end of the input, at most `max_outcomes`.

@@ -33,11 +33,7 @@ impl BatchCodec for PackedUserOrders {
     }
 
     fn encode(&self, key: &BatchKey, ops: &[UserOrderOp]) -> Vec<u8> {
-        let key = packed::BatchKey {
-            created_at_time_ns: key.created_at_time_ns,
-            id: key.id,
-        };
-        crate::wire::encode_blob(&packed::encode_keyed_ops(&key, ops))
+        crate::wire::encode_blob(&packed::encode_keyed_ops(key, ops))
     }
 
     fn decode(&self, reply: &[u8], ops: usize) -> Result<Reply<Outcome, WriteError>, String> {

@@ -32,6 +32,10 @@
 //! | 1 | one `Failed` | `code: sint`, `message: text` |
 //! | 2 | `count` `Committed`, all with `rows_changed`, the k-th (from 0) with `last_insert_rowid` = `first + k · step` | `count: uint`, `rows_changed: uint`, `first: sint`, `step: sint` |
 //!
+//! The outcome records are those of the library's generic packed format (one codec for both:
+//! `ic-rusqlite-batch-types`' `packed::put_outcomes` and `packed::read_outcomes_from`), and so
+//! are the key ([`BatchKey`]) and the refusal ([`PackedError`]).
+//!
 //! A run is what a batch of inserts returns (each op its own rowid, one above the last) and of
 //! single-row updates (the rowid does not move, step 0): a reply of 10,000 committed inserts
 //! takes a few bytes instead of 50,000, and each byte saved is 50 instructions the canister does
@@ -55,7 +59,10 @@
 //! bytes after the last op, a rowid out of the 64-bit range, more outcomes than expected, an
 //! unknown flag) is refused whole; a request is refused before any op runs.
 
-use crate::{OpError, Outcome, UserOrderOp};
+pub use batch_types::packed::{PackedError, PackedKey as BatchKey};
+use batch_types::packed::{put_outcomes, put_sint, put_text, read_outcomes_from, uint_len};
+
+use crate::{Outcome, UserOrderOp};
 
 /// The format version of requests this module reads and writes.
 pub const VERSION: u8 = 1;
@@ -74,37 +81,6 @@ const CREATE_ORDER: u8 = 1;
 const UPDATE_ORDER_AMOUNT: u8 = 2;
 const DELETE_USER_ORDERS: u8 = 3;
 const CREATE_USER: u8 = 4;
-const COMMITTED: u8 = 0;
-const FAILED: u8 = 1;
-const COMMITTED_RUN: u8 = 2;
-/// The shortest run [`encode_outcomes`] writes as one record.
-const MIN_RUN: usize = 3;
-
-/// Why packed bytes were refused: what was expected, at which byte offset.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct PackedError {
-    /// Byte offset in the input.
-    pub offset: usize,
-    /// What was wrong there.
-    pub what: String,
-}
-
-impl std::fmt::Display for PackedError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "packed batch, byte {}: {}", self.offset, self.what)
-    }
-}
-
-impl std::error::Error for PackedError {}
-
-/// The key of a keyed batch, as the packed request carries it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub struct BatchKey {
-    /// Nanoseconds since the Unix epoch when the client created the batch.
-    pub created_at_time_ns: u64,
-    /// Chosen by the client so that its keys differ.
-    pub id: [u8; 16],
-}
 
 /// A decoded keyed reply.
 #[derive(Debug, Clone, PartialEq)]
@@ -144,10 +120,6 @@ pub fn op_len(op: &UserOrderOp) -> usize {
         UserOrderOp::DeleteUserOrders { user_id } => sint_len(*user_id),
         UserOrderOp::CreateUser { username, email } => text_len(username) + text_len(email),
     }
-}
-
-fn uint_len(n: u64) -> usize {
-    (64 - (n | 1).leading_zeros() as usize).div_ceil(7)
 }
 
 /// The key of a keyed request and its ops bytes (what the canister digests), without decoding
@@ -271,154 +243,15 @@ pub fn decode_keyed_outcomes(bytes: &[u8], max_outcomes: usize) -> Result<KeyedR
     }
     Ok(KeyedReply {
         duplicate: flags & FLAG_DUPLICATE != 0,
-        outcomes: read_outcomes(&mut r, max_outcomes)?,
+        outcomes: read_outcomes_from(bytes, r.offset, max_outcomes)?,
     })
-}
-
-fn put_outcomes(out: &mut Vec<u8>, outcomes: &[Outcome]) {
-    let mut i = 0;
-    while i < outcomes.len() {
-        let run = committed_run(&outcomes[i..]);
-        if let Some((count, rows_changed, first, step)) = run {
-            out.push(COMMITTED_RUN);
-            put_uint(out, count as u64);
-            put_uint(out, rows_changed);
-            put_sint(out, first);
-            put_sint(out, step);
-            i += count;
-            continue;
-        }
-        match &outcomes[i] {
-            Outcome::Committed {
-                rows_changed,
-                last_insert_rowid,
-            } => {
-                out.push(COMMITTED);
-                put_uint(out, *rows_changed);
-                put_sint(out, *last_insert_rowid);
-            }
-            Outcome::Failed(OpError { code, message }) => {
-                out.push(FAILED);
-                put_sint(out, i64::from(*code));
-                put_text(out, message);
-            }
-        }
-        i += 1;
-    }
-}
-
-/// The run of committed outcomes `outcomes` starts with, as (count, rows_changed, first rowid,
-/// step), if it holds at least [`MIN_RUN`] of them.
-fn committed_run(outcomes: &[Outcome]) -> Option<(usize, u64, i64, i64)> {
-    let committed = |o: &Outcome| match o {
-        Outcome::Committed {
-            rows_changed,
-            last_insert_rowid,
-        } => Some((*rows_changed, *last_insert_rowid)),
-        Outcome::Failed(_) => None,
-    };
-    let (rows_changed, first) = committed(outcomes.first()?)?;
-    let (second_rows, second) = committed(outcomes.get(1)?)?;
-    let step = second.checked_sub(first)?;
-    if second_rows != rows_changed {
-        return None;
-    }
-    let mut count = 2;
-    let mut last = second;
-    while let Some((rows, rowid)) = outcomes.get(count).and_then(committed) {
-        if rows != rows_changed || last.checked_add(step) != Some(rowid) {
-            break;
-        }
-        last = rowid;
-        count += 1;
-    }
-    (count >= MIN_RUN).then_some((count, rows_changed, first, step))
 }
 
 /// Unpacks a reply of at most `max_outcomes` outcomes (the ops the request sent): a reply that
 /// holds more is refused, so that a run's count cannot make the caller allocate without bound.
 pub fn decode_outcomes(bytes: &[u8], max_outcomes: usize) -> Result<Vec<Outcome>, PackedError> {
-    let mut r = Reader::new_reply(bytes)?;
-    read_outcomes(&mut r, max_outcomes)
-}
-
-/// Reads outcomes up to the end of the input, at most `max_outcomes`.
-fn read_outcomes(r: &mut Reader<'_>, max_outcomes: usize) -> Result<Vec<Outcome>, PackedError> {
-    let mut outcomes = Vec::new();
-    while !r.done() {
-        if outcomes.len() == max_outcomes {
-            return Err(r.error(format!("more than {max_outcomes} outcomes")));
-        }
-        let outcome = match r.byte("an outcome tag")? {
-            COMMITTED_RUN => {
-                let at = r.offset;
-                let count = r.uint("count")?;
-                let rows_changed = r.uint("rows_changed")?;
-                let first = r.sint("first")?;
-                let step = r.sint("step")?;
-                let room = (max_outcomes - outcomes.len()) as u64;
-                if count == 0 || count > room {
-                    return Err(PackedError {
-                        offset: at,
-                        what: format!("a run of {count} outcomes (1 to {room} expected)"),
-                    });
-                }
-                // The last rowid must be in range: then every one before it is.
-                let span = i128::from(step) * i128::from(count - 1);
-                if i64::try_from(i128::from(first) + span).is_err() {
-                    return Err(PackedError {
-                        offset: at,
-                        what: "a run's last rowid is out of the 64-bit range".into(),
-                    });
-                }
-                // first + k · step lies between first and the last rowid, so the wrapping
-                // arithmetic gives it exactly (k · step alone may pass the 64-bit range).
-                outcomes.extend((0..count).map(|k| Outcome::Committed {
-                    rows_changed,
-                    last_insert_rowid: first.wrapping_add((k as i64).wrapping_mul(step)),
-                }));
-                continue;
-            }
-            COMMITTED => Outcome::Committed {
-                rows_changed: r.uint("rows_changed")?,
-                last_insert_rowid: r.sint("last_insert_rowid")?,
-            },
-            FAILED => {
-                let at = r.offset;
-                let code = i32::try_from(r.sint("code")?).map_err(|_| PackedError {
-                    offset: at,
-                    what: "code does not fit in 32 bits".into(),
-                })?;
-                Outcome::Failed(OpError {
-                    code,
-                    message: r.text("message")?,
-                })
-            }
-            tag => {
-                r.offset -= 1;
-                return Err(r.error(format!("unknown outcome tag {tag}")));
-            }
-        };
-        outcomes.push(outcome);
-    }
-    Ok(outcomes)
-}
-
-fn put_uint(out: &mut Vec<u8>, mut n: u64) {
-    while n >= 0x80 {
-        out.push(n as u8 | 0x80);
-        n >>= 7;
-    }
-    out.push(n as u8);
-}
-
-fn put_sint(out: &mut Vec<u8>, n: i64) {
-    put_uint(out, ((n << 1) ^ (n >> 63)) as u64);
-}
-
-fn put_text(out: &mut Vec<u8>, text: &str) {
-    put_uint(out, text.len() as u64);
-    out.extend_from_slice(text.as_bytes());
+    let r = Reader::new_reply(bytes)?;
+    read_outcomes_from(bytes, r.offset, max_outcomes)
 }
 
 /// Reads fields from packed bytes, tracking the offset for errors.

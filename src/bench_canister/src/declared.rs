@@ -39,10 +39,7 @@ fn generic_packed(n: u64) -> BenchResult {
             batch::declared::packed_batch(UserOrderWrite::declaration(), &request)
                 .expect("a valid request");
         let request = batch::KeyedBatch {
-            key: batch_core::BatchKey {
-                created_at_time_ns: header.key.created_at_time_ns,
-                id: header.key.id,
-            },
+            key: header.key,
             digest: checked.digest,
             ops: checked.ops,
         };
@@ -86,11 +83,7 @@ fn generic_candid(n: u64) -> BenchResult {
 
 /// The hand-written keyed packed batch of `n` orders (`client_batch_packed_keyed_1000`'s work).
 fn hand_written_packed(n: u64) -> BenchResult {
-    let k = key();
-    let key = bench_api::packed::BatchKey {
-        created_at_time_ns: k.created_at_time_ns,
-        id: k.id,
-    };
+    let key = key();
     let arg = bench_api::packed::encode_keyed_ops(&key, &orders(n));
     let caller = ic_cdk::api::msg_caller();
     bench_fn(|| {
@@ -136,13 +129,7 @@ fn __declared_request_bytes(n: u64) -> (u64, u64, u64) {
     let ops = orders(n);
     let declared_ops: Vec<UserOrderWrite> = ops.iter().map(declared).collect();
     let k = key();
-    let hand = bench_api::packed::encode_keyed_ops(
-        &bench_api::packed::BatchKey {
-            created_at_time_ns: k.created_at_time_ns,
-            id: k.id,
-        },
-        &ops,
-    );
+    let hand = bench_api::packed::encode_keyed_ops(&k, &ops);
     let generic = encode_request(&k, &declared_ops);
     let candid_key = batch::BatchKey {
         created_at_time: k.created_at_time_ns,

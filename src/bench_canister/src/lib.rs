@@ -344,10 +344,7 @@ fn packed_batch(
         let (_, ops) =
             bench_api::packed::decode_keyed_ops(packed, MAX_CLIENT_BATCH).map_err(invalid)?;
         let b = keyed(KeyedBatch {
-            key: batch_core::BatchKey {
-                created_at_time_ns: key.created_at_time_ns,
-                id: key.id,
-            },
+            key,
             digest: batch_core::BatchDigest::of_bytes(body),
             ops: client_ops(ops)?,
         })?;

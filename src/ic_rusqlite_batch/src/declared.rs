@@ -169,11 +169,7 @@ mod canister {
     /// answers the packed outcomes.
     pub fn execute_writes_packed<W: Writes>(request: &[u8]) -> Result<Vec<u8>, BatchRefusal> {
         let (header, batch) = super::packed_batch(W::declaration(), request)?;
-        let key = batch_core::BatchKey {
-            created_at_time_ns: header.key.created_at_time_ns,
-            id: header.key.id,
-        };
-        let outcomes = run(key, batch)?;
+        let outcomes = run(header.key, batch)?;
         Ok(packed::encode_reply(outcomes.duplicate, &outcomes.outcomes))
     }
 }

@@ -1,6 +1,7 @@
 use proptest::prelude::*;
 
 use super::*;
+use crate::OpError;
 
 fn op() -> impl Strategy<Value = UserOrderOp> {
     prop_oneof![
