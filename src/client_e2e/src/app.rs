@@ -1,7 +1,8 @@
 //! Cycles per user write of the application canister example (`examples/app_canister`), end to
 //! end: users send one `create_user` call each to the application canister, which forwards the
-//! write to the reference database canister through the batcher (one inter-canister call per
-//! flush) or with one inter-canister call per write. The cycles both canisters spent, read with
+//! write to the reference database canister through `ic-batch-client`'s `CanisterDriver` (one
+//! inter-canister call of `execute_writes_packed` per flush) or with one inter-canister call per
+//! write. The cycles both canisters spent, read with
 //! `canister_status` before and after, divided by the writes; with the breakdown by canister and
 //! the ingress share (what the application canister pays to receive the user calls).
 //!
@@ -54,8 +55,20 @@ pub struct Summary {
     pub pending: u64,
     /// Inter-canister calls the application canister made to the database canister.
     pub calls: u64,
-    /// Executions of its global timer.
+    /// Runs of its batch driver's timer (executions of its global timer that had work).
     pub timers: u64,
+    /// Batches the driver formed, each under its own key (`calls` minus `retries`).
+    pub batches: u64,
+    /// Calls that were retries of a batch, with its key.
+    pub retries: u64,
+    /// Answers that said the batch had already run (a retry answered from the record).
+    pub duplicate_replies: u64,
+    /// Calls sent from a message that ran anyway (a user call or a batch's answer).
+    pub sent_by_messages: u64,
+    /// Calls sent from the timer.
+    pub sent_by_timer: u64,
+    /// Distinct rows among the committed outcomes (`committed` when each op was applied once).
+    pub distinct_rows: u64,
 }
 
 /// What one mode cost.

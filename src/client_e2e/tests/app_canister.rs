@@ -1,7 +1,8 @@
 //! The application canister example (`examples/app_canister`, built by `scripts/build.sh`)
 //! forwarding user writes to the database canister, with the batcher and with one call per
-//! write: every user write is committed once, and its outcome recorded under its ticket; and
-//! the message-level breakdown of the application canister's cycles adds up to its balance.
+//! write: every user write is committed once, and its outcome recorded under its ticket; the
+//! library's driver sends the due batches with the user calls (the timer only for the last);
+//! and the message-level breakdown of the application canister's cycles adds up to its balance.
 
 use client_e2e::Replica;
 use client_e2e::app::{Mode, Path, breakdown, measure_mode};
@@ -31,13 +32,25 @@ fn forwards_every_write_once(mode: Mode, seed: u8) {
             );
             assert_eq!(cost.rows, 300, "{mode:?}: every write applied once");
             assert!(cost.app_cycles > 0 && cost.database_cycles > 0, "{cost:?}");
+            // Exactly once: each ticket's op committed in a row of its own.
+            assert_eq!(cost.summary.distinct_rows, 300, "{cost:?}");
+            let s = &cost.summary;
             match mode {
-                Mode::Direct => assert_eq!(cost.summary.calls, 300, "{cost:?}"),
-                // Batches of several writes, and the timer only for the last of them.
-                Mode::Batched => assert!(
-                    cost.summary.calls < 300 && cost.summary.timers <= cost.summary.calls,
-                    "{cost:?}"
-                ),
+                Mode::Direct => assert_eq!(s.calls, 300, "{cost:?}"),
+                Mode::Batched => {
+                    // Batches of several writes; every call is a batch's first attempt or a
+                    // retry with its key, and no batch ran twice.
+                    assert!(s.batches < 300, "{cost:?}");
+                    assert_eq!(s.calls, s.batches + s.retries, "{cost:?}");
+                    assert_eq!(s.calls, s.sent_by_messages + s.sent_by_timer, "{cost:?}");
+                    // While user calls keep coming they send the due batches: the timer runs
+                    // for the last ops of the run (and a rare pause), not per flush.
+                    assert!(s.sent_by_timer <= s.timers, "{cost:?}");
+                    assert!(
+                        s.timers <= 3 && s.sent_by_messages >= s.calls.saturating_sub(3),
+                        "{cost:?}"
+                    );
+                }
             }
         }
     });
@@ -71,13 +84,20 @@ fn the_breakdown_adds_up_to_the_application_canisters_balance() {
         calls.cycles >= 260_000 * u128::from(calls.count),
         "{calls:?}"
     );
-    // At most one flush a round (the next user call sends what is due), and no self-calls of
-    // a timer library.
+    // At most one flush a round (the next user call sends what is due), no self-calls of a
+    // timer library, and the global timer only for the last ops (the fourth round's).
     assert!(b.database_messages <= 5, "{b:?}");
     assert!(
         b.parts.iter().all(|p| !p.what.contains("timer_executor")),
         "{b:?}"
     );
+    let timer_runs = b
+        .parts
+        .iter()
+        .filter(|p| p.what.contains("canister_global_timer"))
+        .map(|p| p.count)
+        .sum::<u64>();
+    assert!(timer_runs <= 1, "{b:?}");
     let direct = breakdown(Path::UserDirect, 200, 50).expect("measured");
     assert_eq!((direct.rows, direct.database_messages), (200, 200));
 }
