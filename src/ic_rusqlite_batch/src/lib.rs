@@ -3,6 +3,8 @@
 
 pub mod access;
 pub mod declared;
+#[cfg(any(target_arch = "wasm32", test))]
+mod encode;
 pub mod persist;
 pub mod settings;
 pub mod types;

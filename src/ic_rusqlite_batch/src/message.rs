@@ -32,9 +32,10 @@ pub fn arguments<A: for<'a> candid::utils::ArgumentDecoder<'a>>() -> A {
 }
 
 /// Replies with `value`, Candid-encoded (a method exported with `manual_reply`), of a type
-/// with a typed refusal (as [`authorized`](crate::authorized) answers it).
-pub fn reply<T: candid::CandidType + Refusal>(value: &T) {
-    let bytes = candid::encode_one(value)
+/// with a typed refusal (as [`authorized`](crate::authorized) answers it); the type's table is
+/// built at its first reply only (`crate::encode`).
+pub fn reply<T: candid::CandidType + Refusal + 'static>(value: &T) {
+    let bytes = crate::encode::encode_one(value)
         .unwrap_or_else(|e| ic_cdk::trap(format!("failed to encode the reply: {e}")));
     ic_cdk::api::msg_reply(bytes);
 }
