@@ -202,6 +202,8 @@ pub const METHODS: &[(&str, MethodClass)] = &[
     ("execute_batch", MethodClass::Write),
     ("execute_batch_packed", MethodClass::Write),
     ("execute_writes", MethodClass::Write),
+    ("execute_write", MethodClass::SmallWrite),
+    ("submit_write", MethodClass::SmallWrite),
     ("execute_writes_packed", MethodClass::Write),
     ("add_writers", MethodClass::Controller),
     ("remove_writers", MethodClass::Controller),

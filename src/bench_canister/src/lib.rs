@@ -73,6 +73,10 @@ batch::canister_methods!(SETUP);
 // exactly-once client batches (the generic packed format).
 batch::client_batches!(UserOrderWrite);
 
+// `execute_write` and `submit_write`: one declared write per call, now or queued, beside the
+// hand-written `create_*` and `submit_*` below (the suite compares them).
+batch::single_writes!(UserOrderWrite);
+
 /// Flushes at most `max_ops` queued ops (the benches' flush).
 #[cfg(feature = "canbench-rs")]
 fn flush_now(max_ops: usize) -> Result<bench_api::FlushSummary, WriteError> {

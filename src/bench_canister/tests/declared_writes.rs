@@ -278,3 +278,70 @@ fn the_declaration_query_is_the_shared_declaration() {
         ]
     );
 }
+
+/// One declared write per call: now (`execute_write`, as `create_order`) or queued
+/// (`submit_write`, as `submit_create_order`), each checked against the declaration first, with
+/// the same outcomes as the hand-written methods. Prints the instructions of both forms.
+#[test]
+fn one_declared_write_per_call_runs_now_or_queued_as_the_hand_written_methods_do() {
+    let mut c = install();
+    let now = c.write_as(WRITER, "execute_write", (user("dee"),));
+    assert_eq!(now, WriteResult::Ok(committed(1, 1)));
+    // Each form once (the statement is prepared and cached), then measured.
+    c.write_as(WRITER, "execute_write", (order(1, 1.0),));
+    c.write_as(WRITER, "create_order", (1i64, 1.0f64));
+    let declared = c.raw_update(WRITER, "execute_write", (order(1, 2.0),));
+    let hand = c.raw_update(WRITER, "create_order", (1i64, 3.0f64));
+    for (exec, rowid) in [(&declared, 3), (&hand, 4)] {
+        let result: WriteResult = bench_suite::client::decode("a single write", exec);
+        assert_eq!(result, WriteResult::Ok(committed(1, rowid)));
+    }
+    println!(
+        "one create_order per call (engine: offline (wasmtime, IC metering)): execute_write {} instructions, {} argument bytes; create_order {} instructions",
+        declared.instructions,
+        candid::encode_args((order(1, 2.0),)).unwrap().len(),
+        hand.instructions
+    );
+
+    // Checked first: nothing runs, nothing is queued.
+    let long = UserOrderWrite::create_user {
+        username: "x".repeat(MAX_USERNAME_BYTES + 1),
+        email: "x@example.org".into(),
+    };
+    let invalid = WriteError::Invalid(
+        "op 0 (create_user, parameter username): 101 bytes; at most 100".into(),
+    );
+    assert_eq!(
+        c.write_as(WRITER, "execute_write", (long.clone(),)),
+        WriteResult::Err(invalid.clone())
+    );
+    assert_eq!(
+        c.submit_as(WRITER, "submit_write", (long,)),
+        SubmitResult::Err(invalid)
+    );
+    assert_eq!(c.stats().pending, 0);
+
+    // Queued: a ticket, committed by the next flush, as submit_create_order's.
+    let SubmitResult::Ok(ticket) = c.submit_as(WRITER, "submit_write", (order(1, 4.0),)) else {
+        panic!("not queued")
+    };
+    let flushed: FlushResult = c.update("flush", ());
+    assert!(
+        matches!(flushed, FlushResult::Ok(FlushSummary { committed: 1, .. })),
+        "{flushed:?}"
+    );
+    assert_eq!(
+        c.ticket_as(WRITER, ticket),
+        TicketStatus::Committed {
+            rows_changed: 1,
+            last_insert_rowid: 5
+        }
+    );
+    assert_eq!(
+        c.counts(),
+        Counts {
+            users: 1,
+            orders: 5
+        }
+    );
+}

@@ -95,6 +95,12 @@ fn large_argument(method: &str) -> Vec<u8> {
             Encode!(&key, &ops)
         }
         "execute_batch_packed" | "execute_writes_packed" => Encode!(&big_blob()),
+        "execute_write" | "submit_write" => {
+            Encode!(&bench_api::writes::UserOrderWrite::create_user {
+                username: big_text(),
+                email: "e@example.com".into(),
+            })
+        }
         "add_writers" | "remove_writers" => Encode!(&many_principals()),
         "set_read_only" => Encode!(&true, &big_blob()),
         "flush" => Encode!(&big_blob()),
@@ -270,7 +276,7 @@ fn every_update_refuses_a_stranger_canister_before_reading_its_argument() {
     fixture(&mut c);
     let before = (c.counts(), c.stats(), writers(&mut c), c.settings());
     let mut updates = reference_updates();
-    assert_eq!(updates.len(), 18, "{updates:?}");
+    assert_eq!(updates.len(), 20, "{updates:?}");
     updates.push("__careful_flush".to_owned());
     let costs = strangers_updates_are_refused(&mut c.canister, &updates);
     print_costs("reference, stranger canister's update", &costs);

@@ -12,6 +12,10 @@
 //! wrong type, `NULL` where not nullable, or past its size limit (`InvalidParam`, naming the op,
 //! the write and the parameter); a packed request for another declaration
 //! (`DeclarationMismatch`, both digests) or not of the format (`Malformed`, the byte offset).
+//!
+//! Where the author wants them, the same declaration gives one write per call
+//! (`single_writes!`): `execute_write(op)` runs it now in its own transaction, `submit_write(op)`
+//! queues it for the next flush ([`single_op`] checks it as a batch's op 0).
 
 use batch_core::{BatchDigest, SqlValue, Statement, WriteOp};
 use batch_types::SqlParam;
@@ -93,6 +97,22 @@ pub fn packed_batch(
     ))
 }
 
+/// Checks one declared write as op 0 of its own batch and converts it: a parameter not as
+/// declared is `Invalid` naming the write and the parameter (the submit family refuses with a
+/// [`WriteError`], as every submit method does); the op and whether it is for controllers only.
+pub fn single_op<W: Writes>(op: W) -> Result<(WriteOp, bool), WriteError> {
+    let write = op.index();
+    let params = op.into_params();
+    let mut needs_controller = false;
+    checked(W::declaration(), 0, write, params, &mut needs_controller)
+        .map(|op| (op, needs_controller))
+        .map_err(|refusal| match refusal {
+            BatchRefusal::InvalidParam(invalid) => WriteError::Invalid(invalid.to_string()),
+            BatchRefusal::Refused(error) => error,
+            other => WriteError::Invalid(other.to_string()),
+        })
+}
+
 fn too_many(ops: usize) -> Result<(), BatchRefusal> {
     if ops > MAX_DECLARED_BATCH_OPS {
         return Err(BatchRefusal::Refused(WriteError::Invalid(format!(
@@ -152,6 +172,27 @@ mod canister {
         })?)
     }
 
+    /// One declared write, checked, by a caller who may call it (a write for controllers only
+    /// is `NotAuthorized` for anyone else).
+    fn single<W: Writes>(op: W) -> Result<batch_core::WriteOp, crate::WriteError> {
+        let (op, needs_controller) = super::single_op(op)?;
+        if needs_controller && !crate::caller_is_controller() {
+            return Err(crate::WriteError::NotAuthorized);
+        }
+        Ok(op)
+    }
+
+    /// `submit_write`: queues one declared write (see [`crate::submit`]).
+    pub fn submit_write<W: Writes>(op: W) -> Result<crate::Ticket, crate::WriteError> {
+        crate::submit(single(op))
+    }
+
+    /// `execute_write`: runs one declared write now, in its own transaction (see
+    /// [`crate::write_now`]).
+    pub fn execute_write<W: Writes>(op: W) -> Result<crate::Outcome, crate::WriteError> {
+        crate::write_now(|| single(op)).map(crate::types::outcome)
+    }
+
     /// `execute_writes`: a keyed batch of declared writes in Candid.
     pub fn execute_writes<W: Writes>(
         key: BatchKey,
@@ -175,7 +216,7 @@ mod canister {
 }
 
 #[cfg(target_arch = "wasm32")]
-pub use canister::{execute_writes, execute_writes_packed};
+pub use canister::{execute_write, execute_writes, execute_writes_packed, submit_write};
 
 /// Exports the batch methods of a canister's declared writes (`$writes`, the enum of
 /// [`writes!`](crate::writes)): `execute_writes(key, ops)` (Candid: the writes by name with
@@ -214,6 +255,35 @@ macro_rules! client_batches {
         #[::ic_cdk::query(guard = "__batch_declaration_guard")]
         fn batch_declaration() -> __BatchDeclarationView {
             <$writes as $crate::Writes>::declaration().view()
+        }
+    };
+}
+
+/// Exports one declared write per call (`$writes`, the enum of [`writes!`](crate::writes)),
+/// where the author wants them beside the client batches: `execute_write(op)` runs it now in
+/// its own transaction and answers its outcome (`WriteResult`), `submit_write(op)` queues it
+/// and answers a ticket (`SubmitResult`); each checks its parameters against the declaration
+/// first (`Invalid`, naming the write and the parameter; nothing queued or run) and refuses a
+/// write for controllers only to anyone else (`NotAuthorized`). What `icp canister call`
+/// users see is the write's name and its named fields: `(variant { add = record { ... } })`.
+/// Both run through [`update!`](crate::update); list them as
+/// [`MethodClass::SmallWrite`](crate::MethodClass::SmallWrite) in the
+/// [`Interface`](crate::Interface). Each is one message per write: the path that saves
+/// instructions (the queue), not messages (see the crate's README).
+#[cfg(target_arch = "wasm32")]
+#[macro_export]
+macro_rules! single_writes {
+    ($writes:ident) => {
+        use $crate::{SubmitResult as __BatchSubmitResult, WriteResult as __BatchWriteResult};
+        $crate::update! {
+            /// Runs one write now, in its own transaction.
+            fn execute_write(op: $writes) -> __BatchWriteResult {
+                $crate::declared::execute_write(op).into()
+            }
+            /// Queues one write for the next flush; its ticket tells its outcome.
+            fn submit_write(op: $writes) -> __BatchSubmitResult {
+                $crate::declared::submit_write(op).into()
+            }
         }
     };
 }

@@ -143,3 +143,38 @@ fn malformed_and_oversized_batches_are_refused_whole() {
         MAX_DECLARED_BATCH_OPS
     );
 }
+
+/// One write per call is checked as a batch's op 0: a parameter past its size is `Invalid`
+/// naming the write and the parameter, a write for controllers only says so, and a valid one
+/// is its declared statement with its parameters in order.
+#[test]
+fn a_single_write_is_checked_by_its_declaration() {
+    let (op, controllers_only) = single_op(LedgerWrite::transfer { id: 3, amount: 1.5 }).unwrap();
+    assert_eq!(
+        op,
+        WriteOp::Single(Statement::new(
+            "UPDATE accounts SET balance = balance + ?2 WHERE id = ?1",
+            vec![SqlValue::Integer(3), SqlValue::Real(1.5)],
+        ))
+    );
+    assert!(!controllers_only);
+    assert!(single_op(LedgerWrite::close_all {}).unwrap().1);
+    assert_eq!(
+        single_op(LedgerWrite::open {
+            owner: "annabelle".into(),
+            memo: None,
+        }),
+        Err(WriteError::Invalid(
+            "op 0 (open, parameter owner): 9 bytes; at most 8".into()
+        ))
+    );
+    // NaN is SQLite's NULL: refused where the parameter is not nullable.
+    let nan = single_op(LedgerWrite::transfer {
+        id: 3,
+        amount: f64::NAN,
+    });
+    assert!(
+        matches!(&nan, Err(WriteError::Invalid(m)) if m.starts_with("op 0 (transfer, parameter amount)")),
+        "{nan:?}"
+    );
+}
