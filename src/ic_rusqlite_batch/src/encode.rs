@@ -5,7 +5,8 @@
 //! metering), `offline-engine profile`). The table of a Rust type never changes, so the first
 //! reply of each type keeps its header (`DIDL`, the table, the argument's type), and every
 //! reply is that header and the value's own bytes: the same bytes as `candid::encode_one`
-//! (a test compares them), for the value's few hundred instructions.
+//! (a test compares them), for the value's few hundred instructions. The first reply of a type
+//! (after an install or an upgrade: the headers live in the heap) serializes its value twice.
 
 use std::any::TypeId;
 use std::cell::RefCell;

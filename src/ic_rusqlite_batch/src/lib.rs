@@ -3,8 +3,7 @@
 
 pub mod access;
 pub mod declared;
-#[cfg(any(target_arch = "wasm32", test))]
-mod encode;
+pub mod encode;
 pub mod persist;
 pub mod settings;
 pub mod types;
