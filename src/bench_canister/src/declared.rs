@@ -64,8 +64,10 @@ fn generic_candid(n: u64) -> BenchResult {
     let arg = candid::encode_args((&key, &ops)).expect("encodes");
     let caller = ic_cdk::api::msg_caller();
     // A running canister has replied with this type before: its table is built.
-    batch::encode::encode_one(&batch::WritesResult::Err(batch::BatchRefusal::NotAuthorized))
-        .expect("encodes");
+    batch::encode::encode_one(&batch::WritesResult::Err(
+        batch::BatchRefusal::NotAuthorized,
+    ))
+    .expect("encodes");
     bench_fn(|| {
         let (key, ops): (batch::BatchKey, Vec<UserOrderWrite>) =
             candid::decode_args(&arg).expect("decodes");
