@@ -1,8 +1,9 @@
 //! Candid replies with their type table built once per type. `candid::encode_one` builds the
 //! reply's type table on every call (the type, its memo, a subtype-ordered map of its
 //! components): for a `WriteResult` that was about 300,000 instructions of a 490,000-instruction
-//! `execute_write`, against 27,000 for the SQLite insert (engine: offline (wasmtime, IC
-//! metering), `offline-engine profile`). The table of a Rust type never changes, so the first
+//! `execute_write` whose insert failed on its foreign key, against 27,000 for SQLite's part
+//! (engine: offline (wasmtime, IC metering), `offline-engine profile`; 168,846 with the table
+//! built once). The table of a Rust type never changes, so the first
 //! reply of each type keeps its header (`DIDL`, the table, the argument's type), and every
 //! reply is that header and the value's own bytes: the same bytes as `candid::encode_one`
 //! (a test compares them), for the value's few hundred instructions. The first reply of a type
