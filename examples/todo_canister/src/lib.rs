@@ -26,16 +26,20 @@ ic_rusqlite_batch::writes! {
 #[cfg(target_arch = "wasm32")]
 mod canister {
     use super::TodoWrite;
-    use ic_rusqlite_batch::{self as batch, MethodClass::Write};
+    use ic_rusqlite_batch as batch;
 
     static SETUP: batch::Setup = batch::Setup::small_writes(
         "CREATE TABLE IF NOT EXISTS todos (id INTEGER PRIMARY KEY, title TEXT NOT NULL \
          CHECK (length(title) > 0), due_ns INTEGER, done INTEGER NOT NULL DEFAULT 0);",
-        &[("execute_writes", Write), ("execute_writes_packed", Write)],
+        &[],
     );
     batch::canister_methods!(SETUP);
     batch::client_batches!(TodoWrite);
     // ---- end of glue ----
+
+    // One write per call too, where a client has a single write to send: `execute_write`
+    // (now) and `submit_write` (queued), from the same declaration.
+    batch::single_writes!(TodoWrite);
 
     /// A stored todo.
     #[derive(candid::CandidType, candid::Deserialize)]

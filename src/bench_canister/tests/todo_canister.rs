@@ -414,3 +414,91 @@ fn a_failing_op_fails_alone() {
         ]
     );
 }
+
+/// One write per call (`single_writes!`), classed without being listed: a writer's write runs
+/// now or is queued; a controllers-only write is refused to a writer (`NotAuthorized`, from the
+/// ingress path and from another canister) and runs for a controller; a parameter past its size
+/// is `Invalid` naming the write and the parameter; a stranger's ingress is not inspected in;
+/// nothing refused changes a row.
+#[test]
+fn single_writes_run_now_or_queued_and_keep_controllers_only_writes_for_controllers() {
+    let mut c = install();
+    type Now = Result<Outcome, WriteError>;
+    type Queued = Result<u64, WriteError>;
+    let now: Now = c
+        .update(WRITER_A, "execute_write", Encode!(&add("milk")).unwrap())
+        .expect("inspected in");
+    assert_eq!(now, Ok(committed(1, 1)));
+    let queued: Queued = c
+        .update(WRITER_A, "submit_write", Encode!(&add("bread")).unwrap())
+        .expect("inspected in");
+    let ticket = queued.expect("a ticket");
+    c.flush();
+    assert_eq!(
+        c.status(WRITER_A, ticket),
+        ic_rusqlite_batch::TicketStatus::Committed {
+            rows_changed: 1,
+            last_insert_rowid: 2
+        }
+    );
+    let done: Now = c
+        .update(
+            WRITER_A,
+            "execute_write",
+            Encode!(&TodoWrite::complete { id: 1 }).unwrap(),
+        )
+        .expect("inspected in");
+    assert_eq!(done, Ok(committed(1, 0)));
+
+    // Controllers only: refused to a writer, by ingress and from a canister, nothing deleted.
+    let purge = Encode!(&TodoWrite::purge_done {}).unwrap();
+    for method in ["execute_write", "submit_write"] {
+        let by_writer: Result<candid::Reserved, WriteError> = c
+            .update(WRITER_A, method, purge.clone())
+            .expect("inspected in");
+        assert_eq!(
+            by_writer.unwrap_err(),
+            WriteError::NotAuthorized,
+            "{method}"
+        );
+        let exec = c
+            .canister
+            .update_from_canister(WRITER_B, method, &purge)
+            .unwrap();
+        let MessageResult::Reply(bytes) = &exec.result else {
+            panic!("{method}: {exec:?}")
+        };
+        let from_canister = Decode!(bytes, Result<candid::Reserved, WriteError>).unwrap();
+        assert_eq!(
+            from_canister.unwrap_err(),
+            WriteError::NotAuthorized,
+            "{method}"
+        );
+    }
+    c.flush();
+    assert_eq!(todos(&mut c).len(), 2);
+
+    // Past its size: Invalid, naming the write and the parameter; nothing queued.
+    let long = Encode!(&add(&"t".repeat(201))).unwrap();
+    let invalid = WriteError::Invalid("op 0 (add, parameter title): 201 bytes; at most 200".into());
+    let r: Now = c
+        .update(WRITER_A, "execute_write", long.clone())
+        .expect("inspected in");
+    assert_eq!(r, Err(invalid.clone()));
+    let r: Queued = c
+        .update(WRITER_A, "submit_write", long)
+        .expect("inspected in");
+    assert_eq!(r, Err(invalid));
+    assert_eq!(c.stats().pending, 0);
+
+    // A stranger's ingress is refused by inspection.
+    let r: Option<Now> = c.update(STRANGER, "execute_write", Encode!(&add("x")).unwrap());
+    assert!(r.is_none());
+
+    // The controller may purge: the done todo goes.
+    let purged: Now = c
+        .update(CONTROLLER, "execute_write", purge)
+        .expect("inspected in");
+    assert_eq!(purged, Ok(committed(1, 0)));
+    assert_eq!(todos(&mut c), [(2, "bread".into(), None, false)]);
+}

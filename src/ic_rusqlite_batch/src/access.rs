@@ -32,7 +32,10 @@ pub struct Interface {
     pub max_small_arg_bytes: usize,
     /// The canister exports the methods of `canister_methods!`:
     /// `flush` is a write method with a small argument, [`STANDARD_CONTROLLER_METHODS`] are
-    /// controller methods.
+    /// controller methods; and those of `client_batches!` ([`DECLARED_BATCH_METHODS`], write
+    /// methods) and `single_writes!` ([`DECLARED_SINGLE_METHODS`], write methods with a small
+    /// argument) are classed too, whichever of them it exports, so that a canister lists only
+    /// its own methods.
     pub standard_methods: bool,
 }
 
@@ -41,6 +44,10 @@ pub const STANDARD_CONTROLLER_METHODS: &[&str] =
     &["add_writers", "remove_writers", "set_read_only"];
 /// The write method `canister_methods!` exports.
 pub const STANDARD_WRITE_METHOD: &str = "flush";
+/// The write methods `client_batches!` exports (a batch of up to 10,000 ops).
+pub const DECLARED_BATCH_METHODS: &[&str] = &["execute_writes", "execute_writes_packed"];
+/// The write methods `single_writes!` exports (one op: a small argument).
+pub const DECLARED_SINGLE_METHODS: &[&str] = &["execute_write", "submit_write"];
 
 impl Interface {
     /// The class of `method`: as [`Self::methods`] lists it, else the standard methods'
@@ -54,8 +61,13 @@ impl Interface {
                 let standard = self.standard_methods;
                 if standard && STANDARD_CONTROLLER_METHODS.contains(&method) {
                     Some(MethodClass::Controller)
-                } else if standard && method == STANDARD_WRITE_METHOD {
+                } else if standard
+                    && (method == STANDARD_WRITE_METHOD
+                        || DECLARED_SINGLE_METHODS.contains(&method))
+                {
                     Some(MethodClass::SmallWrite)
+                } else if standard && DECLARED_BATCH_METHODS.contains(&method) {
+                    Some(MethodClass::Write)
                 } else {
                     None
                 }
@@ -282,6 +294,18 @@ mod tests {
         assert!(api.accepts("flush", 100, never, || true));
         assert!(!api.accepts("flush", 100, never, || false));
         assert!(!api.accepts("flush", 101, never, never));
+        // The declared writes' methods: batches of any size, single writes small; writers only.
+        for method in DECLARED_BATCH_METHODS {
+            assert!(api.accepts(method, 1_000_000, never, || true), "{method}");
+            assert!(!api.accepts(method, 10, never, || false), "{method}");
+            assert!(!API.accepts(method, 10, never, never), "{method}");
+        }
+        for method in DECLARED_SINGLE_METHODS {
+            assert!(api.accepts(method, 100, never, || true), "{method}");
+            assert!(!api.accepts(method, 100, never, || false), "{method}");
+            assert!(!api.accepts(method, 101, never, never), "{method}");
+            assert!(!API.accepts(method, 10, never, never), "{method}");
+        }
         assert!(!api.accepts("put", 1, never, never));
     }
 

@@ -51,8 +51,10 @@ impl Setup {
     /// parameters of at most a few KiB) and which exports the standard methods
     /// (`canister_methods!`): queue memory 1, `journal_mode` PERSIST and `locking_mode`
     /// EXCLUSIVE (ic-rusqlite's recommendation), 32 cached statements,
-    /// [`Floors::SMALL_WRITES`], single-op arguments of at most 1 KiB, and `methods` (for
-    /// [`client_batches!`](crate::client_batches), its two updates as [`MethodClass::Write`]).
+    /// [`Floors::SMALL_WRITES`], single-op arguments of at most 1 KiB, and `methods`: the
+    /// canister's own methods (those of [`client_batches!`](crate::client_batches) and
+    /// [`single_writes!`](crate::single_writes) are classed without being listed, as the
+    /// standard ones: see [`Interface::standard_methods`]).
     pub const fn small_writes(
         schema: &'static str,
         methods: &'static [(&'static str, MethodClass)],

@@ -223,8 +223,9 @@ pub use canister::{execute_write, execute_writes, execute_writes_packed, submit_
 /// named fields), `execute_writes_packed(blob)` (the generic packed format) and the query
 /// `batch_declaration()` (what a client needs to pack ops without code of its own). The
 /// updates run through [`update!`](crate::update) (the caller is checked before the argument
-/// is read); list `execute_writes` and `execute_writes_packed` as [`MethodClass::Write`]
-/// and `batch_declaration` as [`MethodClass::Query`] in the [`Interface`](crate::Interface).
+/// is read); with [`Interface::standard_methods`](crate::Interface::standard_methods),
+/// `execute_writes` and `execute_writes_packed` are classed [`MethodClass::Write`] without
+/// being listed (else list them, and `batch_declaration` as [`MethodClass::Query`]).
 ///
 /// [`MethodClass::Write`]: crate::MethodClass::Write
 /// [`MethodClass::Query`]: crate::MethodClass::Query
@@ -266,9 +267,9 @@ macro_rules! client_batches {
 /// first (`Invalid`, naming the write and the parameter; nothing queued or run) and refuses a
 /// write for controllers only to anyone else (`NotAuthorized`). What `icp canister call`
 /// users see is the write's name and its named fields: `(variant { add = record { ... } })`.
-/// Both run through [`update!`](crate::update); list them as
-/// [`MethodClass::SmallWrite`](crate::MethodClass::SmallWrite) in the
-/// [`Interface`](crate::Interface). Each is one message per write: the path that saves
+/// Both run through [`update!`](crate::update); with
+/// [`Interface::standard_methods`](crate::Interface::standard_methods) they are classed
+/// [`MethodClass::SmallWrite`](crate::MethodClass::SmallWrite) without being listed. Each is one message per write: the path that saves
 /// instructions (the queue), not messages (see the crate's README).
 #[cfg(target_arch = "wasm32")]
 #[macro_export]
