@@ -88,6 +88,34 @@ pub struct PackedKey {
     pub id: [u8; 16],
 }
 
+impl TryFrom<&crate::BatchKey> for PackedKey {
+    type Error = crate::WriteError;
+
+    /// The Candid key as the one key: refused as `Invalid` unless its id has 16 bytes.
+    fn try_from(key: &crate::BatchKey) -> Result<Self, Self::Error> {
+        let id: [u8; 16] = key.id.as_slice().try_into().map_err(|_| {
+            crate::WriteError::Invalid(format!(
+                "the batch key's id has {} bytes; it must have 16",
+                key.id.len()
+            ))
+        })?;
+        Ok(PackedKey {
+            created_at_time_ns: key.created_at_time,
+            id,
+        })
+    }
+}
+
+impl From<PackedKey> for crate::BatchKey {
+    /// The key as Candid carries it.
+    fn from(key: PackedKey) -> Self {
+        crate::BatchKey {
+            created_at_time: key.created_at_time_ns,
+            id: key.id.to_vec(),
+        }
+    }
+}
+
 impl std::fmt::Display for PackedKey {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(f, "{}/", self.created_at_time_ns)?;
@@ -511,5 +539,40 @@ impl<'b> Reader<'b> {
                 Err(self.error(format!("{what} is not UTF-8: {e}")))
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::PackedKey;
+    use crate::{BatchKey, WriteError};
+
+    /// The Candid key and the one key carry the same fields; an id of another length than 16
+    /// is refused `Invalid`, naming its length.
+    #[test]
+    fn the_candid_key_is_the_one_key_when_its_id_has_16_bytes() {
+        let key = PackedKey {
+            created_at_time_ns: 7,
+            id: [3; 16],
+        };
+        let candid = BatchKey::from(key);
+        assert_eq!(
+            candid,
+            BatchKey {
+                created_at_time: 7,
+                id: vec![3; 16]
+            }
+        );
+        assert_eq!(PackedKey::try_from(&candid), Ok(key));
+        let short = BatchKey {
+            created_at_time: 7,
+            id: vec![3; 15],
+        };
+        assert_eq!(
+            PackedKey::try_from(&short),
+            Err(WriteError::Invalid(
+                "the batch key's id has 15 bytes; it must have 16".into()
+            ))
+        );
     }
 }

@@ -56,11 +56,7 @@ fn generic_packed(n: u64) -> BenchResult {
 /// library's methods encode it: the type's table built once).
 fn generic_candid(n: u64) -> BenchResult {
     let ops: Vec<UserOrderWrite> = orders(n).iter().map(declared).collect();
-    let k = key();
-    let key = batch::BatchKey {
-        created_at_time: k.created_at_time_ns,
-        id: k.id.to_vec(),
-    };
+    let key = batch::BatchKey::from(key());
     let arg = candid::encode_args((&key, &ops)).expect("encodes");
     let caller = ic_cdk::api::msg_caller();
     // A running canister has replied with this type before: its table is built.
@@ -137,10 +133,7 @@ fn __declared_request_bytes(n: u64) -> (u64, u64, u64) {
     let k = key();
     let hand = bench_api::packed::encode_keyed_ops(&k, &ops);
     let generic = encode_request(&k, &declared_ops);
-    let candid_key = batch::BatchKey {
-        created_at_time: k.created_at_time_ns,
-        id: k.id.to_vec(),
-    };
+    let candid_key = batch::BatchKey::from(k);
     let candid = candid::encode_args((&candid_key, &declared_ops)).expect("encodes");
     (hand.len() as u64, generic.len() as u64, candid.len() as u64)
 }

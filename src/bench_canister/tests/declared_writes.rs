@@ -32,13 +32,6 @@ fn key(c: &Client, n: u8) -> BatchKey {
     }
 }
 
-fn packed_key(key: &BatchKey) -> PackedKey {
-    PackedKey {
-        created_at_time_ns: key.created_at_time,
-        id: key.id.as_slice().try_into().unwrap(),
-    }
-}
-
 fn writes(c: &mut Client, caller: &[u8], key: &BatchKey, ops: &[UserOrderWrite]) -> WritesResult {
     c.update_as(caller, "execute_writes", (key.clone(), ops.to_vec()))
 }
@@ -101,7 +94,7 @@ fn a_declared_batch_runs_once_whichever_method_carries_its_retries() {
             amount: 9.0,
         },
     ];
-    let request = encode_request(&packed_key(&k), &ops);
+    let request = encode_request(&PackedKey::try_from(&k).unwrap(), &ops);
     let first = packed(&mut c, WRITER, request.clone(), ops.len()).unwrap();
     assert!(!first.duplicate);
     assert_eq!(
@@ -154,7 +147,7 @@ fn a_careless_or_hostile_batch_is_refused_whole_with_its_reason() {
     let ops = vec![user("bob"), order(1, 1.0)];
 
     // A client built against another declaration (a write changed since): both digests.
-    let mut request = encode_request(&packed_key(&k), &ops);
+    let mut request = encode_request(&PackedKey::try_from(&k).unwrap(), &ops);
     request[1] ^= 0xFF;
     let ours = UserOrderWrite::declaration().digest.to_vec();
     let mut theirs = ours.clone();
@@ -183,14 +176,19 @@ fn a_careless_or_hostile_batch_is_refused_whole_with_its_reason() {
         (op, write.as_str(), param.as_str()),
         (1, "create_user", "username")
     );
-    let refused = packed(&mut c, WRITER, encode_request(&packed_key(&k), &[long]), 1);
+    let refused = packed(
+        &mut c,
+        WRITER,
+        encode_request(&PackedKey::try_from(&k).unwrap(), &[long]),
+        1,
+    );
     assert!(
         matches!(&refused, Err(BatchRefusal::InvalidParam(p)) if p.op == 0 && p.param == "username"),
         "{refused:?}"
     );
 
     // Truncated bytes: Malformed, at the offset where the op stops.
-    let mut request = encode_request(&packed_key(&k), &ops);
+    let mut request = encode_request(&PackedKey::try_from(&k).unwrap(), &ops);
     request.pop();
     let refused = packed(&mut c, WRITER, request, ops.len());
     assert!(

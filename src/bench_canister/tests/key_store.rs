@@ -321,10 +321,7 @@ fn packed_instructions(
     use bench_api::packed;
     let request = match key {
         Some(key) => {
-            let key = packed::BatchKey {
-                created_at_time_ns: key.created_at_time,
-                id: key.id.as_slice().try_into().unwrap(),
-            };
+            let key = packed::BatchKey::try_from(key).unwrap();
             packed::encode_keyed_ops(&key, ops)
         }
         None => packed::encode_ops(ops),

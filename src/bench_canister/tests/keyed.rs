@@ -40,10 +40,7 @@ fn packed_keyed(
     ops: &[UserOrderOp],
     key: &BatchKey,
 ) -> Result<KeyedReply, WriteError> {
-    let key = PackedKey {
-        created_at_time_ns: key.created_at_time,
-        id: key.id.as_slice().try_into().unwrap(),
-    };
+    let key = PackedKey::try_from(key).unwrap();
     let arg = serde_bytes::ByteBuf::from(packed::encode_keyed_ops(&key, ops));
     let exec = c.raw_update(caller, "execute_batch_packed", (arg,));
     match &exec.result {

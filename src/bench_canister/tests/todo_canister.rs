@@ -33,13 +33,6 @@ fn key(c: &Installed, n: u8) -> BatchKey {
     }
 }
 
-fn packed_key(key: &BatchKey) -> PackedKey {
-    PackedKey {
-        created_at_time_ns: key.created_at_time,
-        id: key.id.as_slice().try_into().unwrap(),
-    }
-}
-
 fn add(title: &str) -> TodoWrite {
     TodoWrite::add {
         title: title.into(),
@@ -165,7 +158,7 @@ fn a_batch_runs_once_whichever_method_carries_its_retries() {
     let packed = packed_batch(
         &mut c,
         WRITER_A,
-        &encode_request(&packed_key(&k), &ops),
+        &encode_request(&PackedKey::try_from(&k).unwrap(), &ops),
         ops.len(),
     )
     .unwrap();
@@ -211,7 +204,7 @@ fn a_packed_batch_runs_with_one_outcome_per_op() {
     let reply = packed_batch(
         &mut c,
         WRITER_A,
-        &encode_request(&packed_key(&k), &ops),
+        &encode_request(&PackedKey::try_from(&k).unwrap(), &ops),
         ops.len(),
     )
     .unwrap();
@@ -234,7 +227,7 @@ fn refusals_are_typed_and_apply_nothing() {
         candid_batch(&mut c, STRANGER, &k, &ops),
         Err(BatchRefusal::NotAuthorized)
     );
-    let request = encode_request(&packed_key(&k), &ops);
+    let request = encode_request(&PackedKey::try_from(&k).unwrap(), &ops);
     assert_eq!(
         packed_batch(&mut c, STRANGER, &request, 1),
         Err(BatchRefusal::NotAuthorized)
@@ -272,14 +265,14 @@ fn refusals_are_typed_and_apply_nothing() {
         .unwrap_err(),
         invalid
     );
-    let request = encode_request(&packed_key(&key(&c, 5)), &long);
+    let request = encode_request(&PackedKey::try_from(&key(&c, 5)).unwrap(), &long);
     assert_eq!(
         packed_batch(&mut c, WRITER_A, &request, 2).unwrap_err(),
         invalid
     );
 
     // Packed for another declaration (the canister was upgraded and a write changed).
-    let mut request = encode_request(&packed_key(&key(&c, 6)), &ops);
+    let mut request = encode_request(&PackedKey::try_from(&key(&c, 6)).unwrap(), &ops);
     request[1..9].copy_from_slice(&[0xAB; 8]);
     assert_eq!(
         packed_batch(&mut c, WRITER_A, &request, 1),
@@ -290,7 +283,10 @@ fn refusals_are_typed_and_apply_nothing() {
     );
 
     // Cut short.
-    let request = encode_request(&packed_key(&key(&c, 7)), &[add("long enough")]);
+    let request = encode_request(
+        &PackedKey::try_from(&key(&c, 7)).unwrap(),
+        &[add("long enough")],
+    );
     let cut = &request[..request.len() - 2];
     assert!(matches!(
         packed_batch(&mut c, WRITER_A, cut, 1),
@@ -335,7 +331,7 @@ fn random_and_mutated_requests_are_refused_or_run_never_a_trap() {
     let mut c = install();
     let mut rng = Rng(0x7040);
     let valid = encode_request(
-        &packed_key(&key(&c, 11)),
+        &PackedKey::try_from(&key(&c, 11)).unwrap(),
         &[
             add("x"),
             TodoWrite::add {

@@ -92,16 +92,7 @@ pub struct KeyedOutcomes {
 /// A [`BatchKey`](crate::types::BatchKey) of the interface as batch_core's; refused as
 /// `Invalid` unless its id has 16 bytes.
 pub fn key_of(key: &crate::types::BatchKey) -> Result<batch_core::BatchKey, WriteError> {
-    let id: [u8; 16] = key.id.as_slice().try_into().map_err(|_| {
-        WriteError::Invalid(format!(
-            "the batch key's id has {} bytes; it must have 16",
-            key.id.len()
-        ))
-    })?;
-    Ok(batch_core::BatchKey {
-        created_at_time_ns: key.created_at_time,
-        id,
-    })
+    batch_core::BatchKey::try_from(key)
 }
 
 /// Runs `ops` (already validated and converted) under `key` of `caller` at `now_ns`, or answers
