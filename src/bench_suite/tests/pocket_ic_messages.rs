@@ -4,54 +4,19 @@
 //! of the same mode and N under the fee model. Build the deployable wasm first
 //! (`scripts/build.sh`).
 
-use std::time::{Duration, Instant};
-
 use bench_suite::engine_runs;
 use bench_suite::fees::IC_2025;
 use bench_suite::message_bench::{Mode, summarize};
 use bench_suite::pocket_ic_runs::{self, Runtime, Server};
 use bench_suite::progress::Progress;
-use pocket_ic_server::server::{ServerConfig, serve};
+use pocket_ic_server::server::serve_in_thread;
 
 const N: usize = 10;
 
 /// Serves `offline-pocket-ic` on a free port in a background thread (it ends with the test
 /// process) and returns its URL.
 fn offline_server() -> url::Url {
-    // One port file per server: the tests of this file run in parallel in one process.
-    static SERVERS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
-    let port_file = std::env::temp_dir().join(format!(
-        "bench_suite_pocket_ic_messages_{}_{}.port",
-        std::process::id(),
-        SERVERS.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
-    ));
-    let _ = std::fs::remove_file(&port_file);
-    let config = ServerConfig {
-        ip_addr: "127.0.0.1".into(),
-        port: 0,
-        port_file: Some(port_file.clone()),
-        ttl: Duration::from_secs(600),
-        hard_ttl: None,
-        mute_canister_output: true,
-    };
-    std::thread::spawn(move || {
-        let runtime = tokio::runtime::Runtime::new().expect("a tokio runtime");
-        runtime.block_on(serve(config)).expect("the server runs");
-    });
-    let started = Instant::now();
-    let port = loop {
-        if let Ok(text) = std::fs::read_to_string(&port_file)
-            && let Some(line) = text.strip_suffix('\n')
-        {
-            break line.parse::<u16>().expect("a port");
-        }
-        assert!(
-            started.elapsed() < Duration::from_secs(60),
-            "the server did not write its port file"
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    };
-    let _ = std::fs::remove_file(&port_file);
+    let port = serve_in_thread("bench_suite_pocket_ic_messages").expect("the server listens");
     url::Url::parse(&format!("http://127.0.0.1:{port}/")).expect("a URL")
 }
 

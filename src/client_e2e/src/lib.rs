@@ -19,7 +19,7 @@
 use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::path::PathBuf;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use bench_api::{Counts, InitArgs};
 use candid::{Decode, Encode, Principal};
@@ -135,23 +135,11 @@ impl Replica {
                 }
             })
             .map_err(|e| E2eError::Start(e.to_string()))?;
-        let started = Instant::now();
-        loop {
-            if let Ok(text) = std::fs::read_to_string(&port_file)
-                && let Some(line) = text.strip_suffix('\n')
-            {
-                let port: u16 = line
-                    .parse()
-                    .map_err(|e| E2eError::Start(format!("port file {line:?}: {e}")))?;
-                return Ok(Replica {
-                    url: format!("http://127.0.0.1:{port}"),
-                });
-            }
-            if started.elapsed() > Duration::from_secs(60) {
-                return Err(E2eError::Start("no port file after 60 s".into()));
-            }
-            std::thread::sleep(Duration::from_millis(10));
-        }
+        let port = pocket_ic_server::server::wait_for_port(&port_file, Duration::from_secs(60))
+            .map_err(E2eError::Start)?;
+        Ok(Replica {
+            url: format!("http://127.0.0.1:{port}"),
+        })
     }
 
     /// An agent for this replica with `identity`, the root key fetched (ic-agent's defaults:

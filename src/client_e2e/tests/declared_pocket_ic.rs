@@ -10,7 +10,7 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{SystemTime, UNIX_EPOCH};
 
 use batch_types::declare::Writes;
 use candid::{Decode, Encode, Principal};
@@ -21,7 +21,7 @@ use ic_batch_client::{
 };
 use pocket_ic::Time;
 use pocket_ic::nonblocking::PocketIc;
-use pocket_ic_server::server::{ServerConfig, serve};
+use pocket_ic_server::server::serve_in_thread;
 use todo_canister::TodoWrite;
 
 /// The todo store's wasm, as `scripts/build_example.sh` builds it.
@@ -34,37 +34,7 @@ const OPS: usize = 1_000;
 /// Serves `offline-pocket-ic` on a free port in a background thread (it ends with the test
 /// process) and returns its URL.
 fn offline_server() -> url::Url {
-    let port_file = std::env::temp_dir().join(format!(
-        "client_e2e_declared_pocket_ic_{}.port",
-        std::process::id()
-    ));
-    let _ = std::fs::remove_file(&port_file);
-    let config = ServerConfig {
-        ip_addr: "127.0.0.1".into(),
-        port: 0,
-        port_file: Some(port_file.clone()),
-        ttl: Duration::from_secs(600),
-        hard_ttl: None,
-        mute_canister_output: true,
-    };
-    std::thread::spawn(move || {
-        let runtime = tokio::runtime::Runtime::new().expect("a tokio runtime");
-        runtime.block_on(serve(config)).expect("the server runs");
-    });
-    let started = Instant::now();
-    let port = loop {
-        if let Ok(text) = std::fs::read_to_string(&port_file)
-            && let Some(line) = text.strip_suffix('\n')
-        {
-            break line.parse::<u16>().expect("a port");
-        }
-        assert!(
-            started.elapsed() < Duration::from_secs(60),
-            "the server did not write its port file"
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    };
-    let _ = std::fs::remove_file(&port_file);
+    let port = serve_in_thread("client_e2e_declared_pocket_ic").expect("the server listens");
     url::Url::parse(&format!("http://127.0.0.1:{port}/")).expect("a URL")
 }
 

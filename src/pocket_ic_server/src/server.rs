@@ -113,6 +113,57 @@ pub fn replica_config() -> pocket_ic::common::rest::InstanceConfig {
     }
 }
 
+/// The port of a server started with `port_file`, once it has written it (polled every 20 ms,
+/// for at most `timeout`).
+pub fn wait_for_port(port_file: &std::path::Path, timeout: Duration) -> Result<u16, String> {
+    let started = std::time::Instant::now();
+    loop {
+        if let Ok(text) = std::fs::read_to_string(port_file)
+            && let Some(line) = text.strip_suffix('\n')
+        {
+            return line
+                .parse()
+                .map_err(|e| format!("port file {}: {line:?}: {e}", port_file.display()));
+        }
+        if started.elapsed() > timeout {
+            return Err(format!(
+                "the server did not write its port file {} within {timeout:?}",
+                port_file.display()
+            ));
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// Serves PocketIC's REST protocol from a thread of this process, on a free local port, with
+/// canister output muted and a TTL of 600 s (the tests' server: it ends with the process);
+/// returns its port once it listens (within 60 s). `name` keeps the port files of servers that
+/// start at once apart.
+pub fn serve_in_thread(name: &str) -> Result<u16, String> {
+    static SERVERS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    let port_file = std::env::temp_dir().join(format!(
+        "{name}_{}_{}.port",
+        std::process::id(),
+        SERVERS.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+    ));
+    let _ = std::fs::remove_file(&port_file);
+    let config = ServerConfig {
+        ip_addr: "127.0.0.1".into(),
+        port: 0,
+        port_file: Some(port_file.clone()),
+        ttl: Duration::from_secs(600),
+        hard_ttl: None,
+        mute_canister_output: true,
+    };
+    std::thread::spawn(move || {
+        let runtime = tokio::runtime::Runtime::new().expect("a tokio runtime");
+        runtime.block_on(serve(config)).expect("the server runs");
+    });
+    let port = wait_for_port(&port_file, Duration::from_secs(60));
+    let _ = std::fs::remove_file(&port_file);
+    port
+}
+
 /// Runs the server until its TTL, a signal or its hard TTL ends it. Returns at once (without
 /// serving) if the port file already exists.
 pub async fn serve(config: ServerConfig) -> Result<(), ServerError> {

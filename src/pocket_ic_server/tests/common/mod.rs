@@ -7,7 +7,7 @@ use std::net::TcpStream;
 use std::path::PathBuf;
 use std::process::{Command, Stdio};
 use std::sync::OnceLock;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use pocket_ic::{PocketIc, PocketIcBuilder};
 
@@ -48,19 +48,8 @@ pub fn server_url() -> url::Url {
 /// The port a server started with `--port-file port_file` listens on, once it has written the
 /// file (within 60 s).
 fn wait_for_port(port_file: &std::path::Path) -> u16 {
-    let started = Instant::now();
-    loop {
-        if let Ok(text) = std::fs::read_to_string(port_file)
-            && let Some(line) = text.strip_suffix('\n')
-        {
-            return line.parse::<u16>().expect("a port");
-        }
-        assert!(
-            started.elapsed() < Duration::from_secs(60),
-            "the server did not write its port file"
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    pocket_ic_server::server::wait_for_port(port_file, Duration::from_secs(60))
+        .unwrap_or_else(|e| panic!("{e}"))
 }
 
 /// An instance with one application subnet (benchmarking limits if `benchmarking`).
