@@ -99,5 +99,8 @@ fn notes_floor_is_sixteen_times_the_dearest_op() {
 #[test]
 fn notes_did_matches_the_code() {
     let mut c = generic::install(&NOTES, ic_rusqlite_batch::InitArgs::default());
-    generic::did_matches_the_code(&mut c, "examples/notes_canister/notes_canister.did");
+    generic::did_matches_the_code(
+        &mut c.canister,
+        "examples/notes_canister/notes_canister.did",
+    );
 }

@@ -2,7 +2,8 @@
 //! flush, the size trigger, error isolation, an upgrade with pending ops, settings, and the
 //! committed `.did`. Build the wasm first with scripts/build.sh (scripts/test.sh does).
 
-use std::path::PathBuf;
+#[allow(dead_code)]
+mod generic;
 
 use bench_api::*;
 use bench_suite::client::{CONTROLLER, Client};
@@ -235,24 +236,9 @@ fn settings_are_kept_across_upgrades_unless_given() {
 #[test]
 fn the_committed_did_matches_the_code() {
     let mut c = Client::install(InitArgs::default());
-    let from_code = c
-        .canister
-        .candid_interface()
-        .expect("get_candid_pointer runs")
-        .expect("the wasm exports get_candid_pointer");
-    let committed = std::fs::read_to_string(
-        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("bench_canister.did"),
-    )
-    .unwrap();
+    let committed =
+        generic::did_matches_the_code(&mut c.canister, "src/bench_canister/bench_canister.did");
     assert_eq!(committed, CANDID, "bench_api embeds the committed .did");
-    use candid_parser::utils::{CandidSource, service_equal};
-    service_equal(
-        CandidSource::Text(&from_code),
-        CandidSource::Text(&committed),
-    )
-    .unwrap_or_else(|e| {
-        panic!("bench_canister.did differs from the code: {e}\n--- from the code:\n{from_code}")
-    });
 }
 
 /// `execute_batch_packed` gives exactly the outcomes of `execute_batch` for the same ops on

@@ -115,7 +115,7 @@ fn committed(rows_changed: u64, last_insert_rowid: i64) -> Outcome {
 fn todo_did_matches_the_code() {
     let mut c = install();
     let committed =
-        generic::did_matches_the_code(&mut c, "examples/todo_canister/todo_canister.did");
+        generic::did_matches_the_code(&mut c.canister, "examples/todo_canister/todo_canister.did");
     // What `icp canister call` users see: the writes by name, with named fields.
     assert!(
         committed.contains("add : record { title : text; due_ns : opt int64 }"),

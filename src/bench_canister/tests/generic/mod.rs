@@ -391,11 +391,10 @@ pub fn model_run(target: &Target, seed: u64, steps: usize) {
 }
 
 /// Checks that the committed `.did` at `did` (from the workspace root) is the interface the
-/// installed canister's code exports (both directions: `service_equal`); returns the code's
-/// interface text.
-pub fn did_matches_the_code(c: &mut Installed, did: &str) -> String {
-    let from_code = c
-        .canister
+/// installed canister's code exports (both directions: `service_equal`); returns the
+/// committed text.
+pub fn did_matches_the_code(canister: &mut Canister, did: &str) -> String {
+    let from_code = canister
         .candid_interface()
         .expect("get_candid_pointer runs")
         .expect("the wasm exports get_candid_pointer");
