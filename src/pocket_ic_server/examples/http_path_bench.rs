@@ -177,14 +177,7 @@ fn main() -> Result<(), Error> {
                 server.display()
             )
         })?;
-    let port = loop {
-        if let Ok(t) = std::fs::read_to_string(&port_file)
-            && let Some(p) = t.strip_suffix('\n')
-        {
-            break p.parse::<u16>()?;
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    };
+    let port = pocket_ic_server::server::wait_for_port(&port_file, Duration::from_secs(60))?;
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()?;
