@@ -725,7 +725,7 @@ impl Deduplicator {
         ops: &[WriteOp],
         budget: &Budget<M>,
     ) -> Result<KeyedBatch, DedupError> {
-        let not_run = not_executed(budget);
+        let not_run = not_executed(budget, ops.len());
         let len = ops.len();
         let config = self.config.clone();
         // Set by the record step when it refuses the batch, read after the rollback.

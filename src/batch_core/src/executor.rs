@@ -14,6 +14,8 @@ use crate::config::DEFAULT_COALESCE_ROWS;
 use crate::connection_state::{self, OpScope};
 use crate::meter::{Budget, InstructionMeter};
 use crate::op::{OpOutcome, Statement, WriteOp};
+use crate::queue::MAX_ERROR_BYTES;
+use batch_types::reply;
 
 mod coalesce;
 #[cfg(test)]
@@ -118,15 +120,16 @@ pub fn execute_batch(conn: &Connection, ops: &[WriteOp]) -> Result<Vec<OpOutcome
     if ops.is_empty() {
         return Ok(Vec::new());
     }
-    let run = run_batch::<fn() -> u64>(
+    let batch = Batch::<fn() -> u64, _> {
         conn,
-        ops.len(),
-        |i| &ops[i],
-        None,
-        OnInterrupt::Fail,
-        DEFAULT_COALESCE_ROWS,
-        &mut CoalesceCache::default(),
-    )?;
+        len: ops.len(),
+        op_at: |i| &ops[i],
+        metered: None,
+        on_interrupt: OnInterrupt::Fail,
+        coalesce_rows: DEFAULT_COALESCE_ROWS,
+        max_error_bytes: reply::max_error_bytes(ops.len()),
+    };
+    let run = run_batch_then(batch, &mut CoalesceCache::default(), None)?;
     Ok(run.outcomes)
 }
 
@@ -148,6 +151,11 @@ pub fn execute_batch(conn: &Connection, ops: &[WriteOp]) -> Result<Vec<OpOutcome
 /// So the batch uses at most `flush_limit` (`3 × budget.instructions`) on ops, plus what a
 /// statement runs between two reads of the meter, rollback and `COMMIT`, whatever the ops.
 /// Keep that under the message's instruction limit.
+///
+/// Every failure's text is cut to the batch's share of one reply
+/// (`batch_types::reply::max_error_bytes(ops.len())`: 1 KiB up to 1,997 ops, 185 bytes at
+/// 10,000), so that the outcomes of any batch of up to 10,000 ops fit the 2 MiB an Internet
+/// Computer reply may hold, in every reply format of the library (`batch_types::reply`).
 pub fn execute_batch_within<M: InstructionMeter>(
     conn: &Connection,
     ops: &[WriteOp],
@@ -176,22 +184,26 @@ pub(crate) fn execute_batch_within_then<M: InstructionMeter>(
         metered: Some((budget, start)),
         on_interrupt: OnInterrupt::Fail,
         coalesce_rows: DEFAULT_COALESCE_ROWS,
+        max_error_bytes: reply::max_error_bytes(ops.len()),
     };
     let run = run_batch_then(batch, &mut CoalesceCache::default(), before_commit)?;
     let mut outcomes = run.outcomes;
-    outcomes.resize(ops.len(), not_executed(budget));
+    outcomes.resize(ops.len(), not_executed(budget, ops.len()));
     Ok(outcomes)
 }
 
-/// The outcome of an op of [`execute_batch_within`] that its budget did not reach.
-pub(crate) fn not_executed<M>(budget: &Budget<M>) -> OpOutcome {
-    OpOutcome::Failed {
+/// The outcome of an op of [`execute_batch_within`] (a batch of `ops` ops) that its budget did
+/// not reach, its message cut as every outcome of the batch.
+pub(crate) fn not_executed<M>(budget: &Budget<M>, ops: usize) -> OpOutcome {
+    let mut outcome = OpOutcome::Failed {
         code: ffi::SQLITE_INTERRUPT,
         error: format!(
             "not executed: the batch's instruction budget ({} instructions) was used up before this op started",
             budget.instructions
         ),
-    }
+    };
+    outcome.truncate_error(reply::max_error_bytes(ops));
+    outcome
 }
 
 /// Executes one op alone, in autocommit mode: the unbatched path, and the reference that batched
@@ -200,12 +212,14 @@ pub(crate) fn not_executed<M>(budget: &Budget<M>) -> OpOutcome {
 /// A [`WriteOp::Single`] runs in SQLite's implicit per-statement transaction; a [`WriteOp::Unit`]
 /// in its own transaction (its `SAVEPOINT` starts it and `RELEASE` commits it). If the caller has
 /// a transaction open, the op joins it instead. Errors, including a failed commit, are reported
-/// as [`OpOutcome::Failed`]. In a canister use [`execute_autocommit_within`].
+/// as [`OpOutcome::Failed`], their text cut to [`MAX_ERROR_BYTES`] as every outcome's. In a canister use [`execute_autocommit_within`].
 pub fn execute_autocommit(conn: &Connection, op: &WriteOp) -> OpOutcome {
     if let Err(error) = connection_state::ensure_guarded(conn) {
         return guard_failed(&error);
     }
-    execute_op(&mut Statements::new(conn), op, Mode::Autocommit, None).outcome
+    let mut outcome = execute_op(&mut Statements::new(conn), op, Mode::Autocommit, None).outcome;
+    outcome.truncate_error(MAX_ERROR_BYTES);
+    outcome
 }
 
 fn guard_failed(error: &rusqlite::Error) -> OpOutcome {
@@ -248,7 +262,9 @@ pub fn execute_autocommit_within<M: InstructionMeter>(
             budget.instructions
         ));
     }
-    run.outcome
+    let mut outcome = run.outcome;
+    outcome.truncate_error(MAX_ERROR_BYTES);
+    outcome
 }
 
 fn interrupted(error: String) -> OpOutcome {
@@ -468,6 +484,7 @@ pub(crate) fn run_batch<'a, M: InstructionMeter>(
         metered,
         on_interrupt,
         coalesce_rows,
+        max_error_bytes: MAX_ERROR_BYTES,
     };
     run_batch_then(batch, cache, None)
 }
@@ -482,6 +499,9 @@ struct Batch<'c, 'b, M, F> {
     metered: Option<(&'b Budget<M>, u64)>,
     on_interrupt: OnInterrupt,
     coalesce_rows: usize,
+    /// The longest error text an outcome keeps: the queue's [`MAX_ERROR_BYTES`], or a client
+    /// batch's share of its reply (`batch_types::reply::max_error_bytes`).
+    max_error_bytes: usize,
 }
 
 /// [`run_batch`], running `before_commit` (if any) just before `COMMIT`, with the guard
@@ -505,6 +525,7 @@ fn run_batch_then<'a, M: InstructionMeter>(
         metered,
         on_interrupt,
         coalesce_rows,
+        max_error_bytes,
     } = batch;
     let (budget, start) = match metered {
         Some((budget, start)) => (Some(budget), Some(start)),
@@ -561,6 +582,10 @@ fn run_batch_then<'a, M: InstructionMeter>(
             Step::Capped => return Ok(BatchRun::capped(execution.run)),
         }
     };
+    // Every message cut to the batch's share of a reply before anything records it.
+    for outcome in &mut run.outcomes {
+        outcome.truncate_error(max_error_bytes);
+    }
     commit(conn, attempt, &run, before_commit)?;
     Ok(run)
 }

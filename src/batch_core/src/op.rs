@@ -338,4 +338,12 @@ impl OpOutcome {
             OpOutcome::Failed { error, .. } => Some(error),
         }
     }
+
+    /// Cuts a failed op's error text to `max_bytes` (at a character boundary, ending with `…`;
+    /// see `batch_types::reply::truncate_message`); the code is kept.
+    pub fn truncate_error(&mut self, max_bytes: usize) {
+        if let OpOutcome::Failed { error, .. } = self {
+            batch_types::reply::truncate_message(error, max_bytes);
+        }
+    }
 }

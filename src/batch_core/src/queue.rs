@@ -450,10 +450,11 @@ impl BatchQueue {
             Ok(run) => run,
             Err(FlushError::Commit(error)) if len == 1 && commit_failed_by_op(&error) => {
                 // The op cannot commit even alone: it fails, and the queue moves on.
-                let failure = OpOutcome::Failed {
+                let mut failure = OpOutcome::Failed {
                     code: error_code(&error),
                     error: format!("COMMIT failed: {error}"),
                 };
+                failure.truncate_error(MAX_ERROR_BYTES);
                 self.stats.flush_errors += 1;
                 self.stats.last_error = Some(format!(
                     "ticket {}: COMMIT failed: {error}",
@@ -479,10 +480,9 @@ impl BatchQueue {
         let instructions = meter.instructions().saturating_sub(start);
         let executed = run.outcomes.len();
         let mut committed = 0;
-        for (op, mut outcome) in self.pending.drain(..executed).zip(run.outcomes.drain(..)) {
+        for (op, outcome) in self.pending.drain(..executed).zip(run.outcomes.drain(..)) {
             let owner = op.owner;
             self.pending_bytes -= op.op.size_bytes();
-            truncate_error(&mut outcome);
             if outcome.is_committed() {
                 committed += 1;
             } else if outcome.code() == Some(rusqlite::ffi::SQLITE_INTERRUPT) {
@@ -528,7 +528,7 @@ impl BatchQueue {
             code: rusqlite::ffi::SQLITE_ABORT,
             error: error.into(),
         };
-        truncate_error(&mut outcome);
+        outcome.truncate_error(MAX_ERROR_BYTES);
         self.stats.last_error = Some(format!(
             "ticket {}: {}",
             op.ticket,
@@ -789,20 +789,6 @@ fn commit_failed_by_op(error: &rusqlite::Error) -> bool {
     error_code(error) == rusqlite::ffi::SQLITE_CONSTRAINT_FOREIGNKEY
 }
 
-/// Longest error text an outcome keeps (SQLite's syntax errors quote the whole statement).
-pub const MAX_ERROR_BYTES: usize = 1_024;
-
-/// Cuts a failed outcome's error text to [`MAX_ERROR_BYTES`] (at a character boundary, ending
-/// with "…"), so that kept outcomes stay small whatever the ops.
-fn truncate_error(outcome: &mut OpOutcome) {
-    if let OpOutcome::Failed { error, .. } = outcome
-        && error.len() > MAX_ERROR_BYTES
-    {
-        let mut end = MAX_ERROR_BYTES - '…'.len_utf8();
-        while !error.is_char_boundary(end) {
-            end -= 1;
-        }
-        error.truncate(end);
-        error.push('…');
-    }
-}
+/// Longest error text an outcome keeps (SQLite's syntax errors quote the whole statement):
+/// `batch_types::reply::MAX_ERROR_BYTES`, the cap of every outcome the library makes.
+pub const MAX_ERROR_BYTES: usize = batch_types::reply::MAX_ERROR_BYTES;

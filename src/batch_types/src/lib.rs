@@ -3,6 +3,7 @@
 
 pub mod declare;
 pub mod packed;
+pub mod reply;
 
 use candid::{CandidType, Deserialize};
 

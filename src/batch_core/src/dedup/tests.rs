@@ -503,7 +503,7 @@ fn a_record_past_the_callers_byte_share_rolls_the_batch_back_and_names_the_share
     let reference = open_db();
     execute_batch(&reference, &users(&["a"])).expect("same database");
     let outcomes = execute_batch(&reference, &ops).expect("reference");
-    let not_run = crate::executor::not_executed(&budget());
+    let not_run = crate::executor::not_executed(&budget(), ops.len());
     let needed = ALICE.len() as u64
         + 16
         + 16
@@ -790,7 +790,7 @@ fn an_interrupted_op_is_recorded_after_the_others_are_re_applied() {
     );
     assert_eq!(
         first.outcomes[2],
-        crate::executor::not_executed(&heavy_budget)
+        crate::executor::not_executed(&heavy_budget, ops.len())
     );
     assert_eq!(count(&conn, "users"), 1);
     let again = run(&mut d, &conn, ALICE, &key(NOW, 1), &ops, NOW).expect("dup");
@@ -828,7 +828,7 @@ fn ops_the_budget_did_not_reach_are_recorded_as_not_executed() {
     let rows = |conn: &Connection| count(conn, "users") + count(conn, "orders");
     assert_eq!(rows(&conn), executed as i64);
     for outcome in &first.outcomes[executed..] {
-        assert_eq!(outcome, &crate::executor::not_executed(&tight));
+        assert_eq!(outcome, &crate::executor::not_executed(&tight, ops.len()));
     }
     let again = run(&mut d, &conn, ALICE, &key(NOW, 1), &ops, NOW).expect("dup");
     assert_eq!(again.outcomes, first.outcomes);
