@@ -144,7 +144,14 @@ export class Reader {
       if (i === 9 && (b & 0x7e) !== 0) break;
       if (i === 9 && (b & 0x80) !== 0) break;
       n |= BigInt(b & 0x7f) << BigInt(7 * i);
-      if ((b & 0x80) === 0) return n;
+      if ((b & 0x80) === 0) {
+        // A last byte of 0 after others adds nothing: a padded encoding, refused.
+        if (i > 0 && b === 0) {
+          this.offset = start;
+          throw this.error(`${what}: varint ${n} padded to ${i + 1} bytes (not its shortest form)`);
+        }
+        return n;
+      }
     }
     this.offset = start;
     throw this.error(`${what}: varint longer than 64 bits`);

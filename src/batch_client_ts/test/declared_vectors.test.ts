@@ -57,6 +57,7 @@ test('every request encodes to its exact bytes and decodes to its key and ops', 
     const bytes = codec.encodeRequest(key, ops);
     assert.equal(hex(bytes), v.bytes, `request ${i}`);
     assert.equal(ops.reduce((n, o) => n + codec.opLen(o), 33), bytes.length, `request ${i}: opLen`);
+    assert.equal(hex(codec.encode(key, ops)), v.argument, `request ${i}: the Candid argument, as the canister's strict decoder reads it`);
     const [blob] = IDL.decode([BLOB], codec.encode(key, ops)) as unknown as [Uint8Array];
     assert.equal(hex(Uint8Array.from(blob)), v.bytes, `request ${i}: the Candid argument carries the bytes`);
     assert.ok(codec.encode(key, ops).length <= codec.headerLen + bytes.length - 33, `request ${i}: headerLen bounds the framing`);

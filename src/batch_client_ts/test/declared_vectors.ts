@@ -8,7 +8,7 @@ export type JsonValue = string | number | null;
 
 export interface DeclaredVectors {
   declaration: Omit<DeclarationView, 'digest'> & { digest: string };
-  requests: { key: { created_at_time_ns: string; id: string }; ops: { write: string; params: Record<string, JsonValue> }[]; bytes: string }[];
+  requests: { key: { created_at_time_ns: string; id: string }; ops: { write: string; params: Record<string, JsonValue> }[]; bytes: string; argument: string }[];
   replies: { duplicate: boolean; outcomes: Record<string, Record<string, string | number>>[]; bytes: string }[];
   refused: { bytes: string; offset: number; what: string }[];
 }

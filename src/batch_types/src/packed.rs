@@ -31,10 +31,16 @@
 //! single-row updates (step 0): 10,000 committed inserts take a few bytes, and each reply byte
 //! saved is 50 instructions the canister does not spend on `ic0.msg_reply_data_append`.
 //!
+//! Each value has one encoding: a varint is read only in its shortest form (no padding bytes
+//! of 0x80 ending in 0x00), so the bytes of a request are a function of its ops, and a client
+//! that encodes the same ops again sends the same bytes (the canister digests them to tell a
+//! retry from another batch under the same key).
+//!
 //! Anything else (another version, another declaration, an unknown write index, a truncated
-//! field, text that is not UTF-8, a presence byte other than 0 or 1, bytes after the last op,
-//! more ops or outcomes than expected, an unknown flag) is refused whole, naming the byte
-//! offset; a request is refused before any op runs.
+//! field, a varint not in its shortest form, text that is not UTF-8, a presence byte other
+//! than 0 or 1, bytes after the last op, more ops or outcomes than expected, an unknown flag)
+//! is refused whole, naming the byte offset where the refused field starts; a request is
+//! refused before any op runs.
 
 use serde::{Deserialize, Serialize};
 
@@ -441,6 +447,69 @@ pub fn sint_len(n: i64) -> usize {
     uint_len(((n << 1) ^ (n >> 63)) as u64)
 }
 
+/// Why the bytes at a varint's place are not one.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum VarintError {
+    /// The input ended at byte `at` (from the varint's start) before the varint did.
+    Ended {
+        /// Where the input ended, from the varint's first byte.
+        at: usize,
+    },
+    /// More than 64 bits.
+    TooLong,
+    /// `value` in `len` bytes where fewer hold it: a padded encoding.
+    Padded {
+        /// The number.
+        value: u64,
+        /// The bytes it took.
+        len: usize,
+    },
+}
+
+impl std::fmt::Display for VarintError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            VarintError::Ended { .. } => write!(f, "the input ended inside a varint"),
+            VarintError::TooLong => write!(f, "varint longer than 64 bits"),
+            VarintError::Padded { value, len } => {
+                write!(
+                    f,
+                    "varint {value} padded to {len} bytes (not its shortest form)"
+                )
+            }
+        }
+    }
+}
+
+impl std::error::Error for VarintError {}
+
+/// Reads the LEB128 varint that `bytes` start with, in its shortest form only: the number and
+/// the bytes it took. One encoding per number, so that the bytes of a request are a function of
+/// its ops (the canister digests them to tell a retry from another batch under the same key):
+/// a last byte of 0 after others (`81 00` for 1) is refused as [`VarintError::Padded`]. The one
+/// varint reader of the library's formats.
+pub fn read_uint(bytes: &[u8]) -> Result<(u64, usize), VarintError> {
+    let mut n: u64 = 0;
+    for i in 0..10 {
+        let b = *bytes.get(i).ok_or(VarintError::Ended { at: i })?;
+        // The tenth byte may only hold the 64th bit.
+        if i == 9 && b & 0xfe != 0 {
+            return Err(VarintError::TooLong);
+        }
+        n |= u64::from(b & 0x7f) << (7 * i);
+        if b & 0x80 == 0 {
+            if i > 0 && b == 0 {
+                return Err(VarintError::Padded {
+                    value: n,
+                    len: i + 1,
+                });
+            }
+            return Ok((n, i + 1));
+        }
+    }
+    Err(VarintError::TooLong)
+}
+
 /// Reads fields from packed bytes, tracking the offset for errors.
 struct Reader<'b> {
     bytes: &'b [u8],
@@ -485,22 +554,19 @@ impl<'b> Reader<'b> {
         Ok(b)
     }
 
+    /// A varint in its shortest form ([`read_uint`]).
     fn uint(&mut self, what: &str) -> Result<u64, PackedError> {
-        let start = self.offset;
-        let mut n: u64 = 0;
-        for i in 0..10 {
-            let b = self.byte(what)?;
-            // The tenth byte may only hold the 64th bit.
-            if i == 9 && b & 0xfe != 0 {
-                break;
+        match read_uint(&self.bytes[self.offset..]) {
+            Ok((n, len)) => {
+                self.offset += len;
+                Ok(n)
             }
-            n |= u64::from(b & 0x7f) << (7 * i);
-            if b & 0x80 == 0 {
-                return Ok(n);
+            Err(VarintError::Ended { at }) => {
+                self.offset += at;
+                Err(self.error(format!("{what} expected, the input ended")))
             }
+            Err(e) => Err(self.error(format!("{what}: {e}"))),
         }
-        self.offset = start;
-        Err(self.error(format!("{what}: varint longer than 64 bits")))
     }
 
     fn sint(&mut self, what: &str) -> Result<i64, PackedError> {

@@ -1,6 +1,7 @@
 //! The shared test vectors of the generic packed format (`testdata/declared_vectors.json`): a
 //! declaration with its digest, requests with their exact bytes, replies with theirs, and
-//! refused requests with the offset and reason of the refusal. The Rust codec writes them
+//! refused requests with the offset and reason of the refusal, and each request's Candid
+//! argument (`execute_writes_packed`'s). The Rust codec writes them
 //! (`UPDATE_VECTORS=1 cargo test -p ic-rusqlite-batch-types --test declared_vectors`) and checks
 //! them byte for byte; every other implementation of the format (the TypeScript client) checks
 //! the same file.
@@ -188,6 +189,14 @@ fn refused() -> Vec<Vec<u8>> {
         vec![0x80],
         // A write index past 64 bits.
         vec![0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x7f],
+        // Write index 1 padded to two bytes: not the shortest form.
+        vec![0x81, 0x00, 2, b'h', b'i', 0, 0],
+        // numbers: a = 1 (zigzag 2) padded to two bytes.
+        vec![0, 0x82, 0x00, 0, 0, 0, 0, 0, 0, 0, 0, 0],
+        // bytes: t's length padded to ten bytes.
+        vec![
+            1, 0x82, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x00, b'h', b'i', 0, 0,
+        ],
     ]
 }
 
@@ -204,6 +213,9 @@ fn vectors() -> Value {
                 },
                 "ops": ops.iter().map(op_json).collect::<Vec<_>>(),
                 "bytes": hex(&encode_request(&key, &ops)),
+                // `execute_writes_packed`'s Candid argument: every client's encoding of the
+                // request, which the canister decodes strictly.
+                "argument": hex(&candid::encode_one(Blob::from(encode_request(&key, &ops))).unwrap()),
             })
         })
         .collect();

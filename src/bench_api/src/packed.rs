@@ -60,7 +60,9 @@
 //! unknown flag) is refused whole; a request is refused before any op runs.
 
 pub use batch_types::packed::{PackedError, PackedKey as BatchKey};
-use batch_types::packed::{put_outcomes, put_sint, put_text, read_outcomes_from, uint_len};
+use batch_types::packed::{
+    VarintError, put_outcomes, put_sint, put_text, read_outcomes_from, read_uint, uint_len,
+};
 
 use crate::{Outcome, UserOrderOp};
 
@@ -302,23 +304,19 @@ impl<'b> Reader<'b> {
         Ok(b)
     }
 
+    /// A varint in its shortest form (`batch_types::packed::read_uint`, the generic format's).
     fn uint(&mut self, what: &str) -> Result<u64, PackedError> {
-        let start = self.offset;
-        let mut n: u64 = 0;
-        for i in 0..10 {
-            let b = self.byte(what)?;
-            let bits = u64::from(b & 0x7f);
-            // The tenth byte may only hold the 64th bit.
-            if i == 9 && (b & 0x7e != 0 || b & 0x80 != 0) {
-                break;
+        match read_uint(&self.bytes[self.offset..]) {
+            Ok((n, len)) => {
+                self.offset += len;
+                Ok(n)
             }
-            n |= bits << (7 * i);
-            if b & 0x80 == 0 {
-                return Ok(n);
+            Err(VarintError::Ended { at }) => {
+                self.offset += at;
+                Err(self.error(format!("{what} expected, the input ended")))
             }
+            Err(e) => Err(self.error(format!("{what}: {e}"))),
         }
-        self.offset = start;
-        Err(self.error(format!("{what}: varint longer than 64 bits")))
     }
 
     fn sint(&mut self, what: &str) -> Result<i64, PackedError> {

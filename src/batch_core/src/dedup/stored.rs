@@ -199,18 +199,10 @@ impl Reader<'_> {
 
     fn uint(&mut self) -> Result<u64, String> {
         let start = self.offset;
-        let mut n: u64 = 0;
-        for i in 0..10 {
-            let b = self.byte()?;
-            if i == 9 && b > 1 {
-                break;
-            }
-            n |= u64::from(b & 0x7f) << (7 * i);
-            if b & 0x80 == 0 {
-                return Ok(n);
-            }
-        }
-        Err(format!("byte {start}: varint longer than 64 bits"))
+        let (n, len) = batch_types::packed::read_uint(&self.bytes[start..])
+            .map_err(|e| format!("byte {start}: {e}"))?;
+        self.offset += len;
+        Ok(n)
     }
 
     fn sint(&mut self) -> Result<i64, String> {
