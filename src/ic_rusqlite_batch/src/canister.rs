@@ -16,7 +16,7 @@ use ic_stable_structures::memory_manager::MemoryId;
 
 use crate::access::{self, Interface, Writers};
 use crate::keyed::{self, KeyedBatch, KeyedOutcomes};
-pub use crate::message::{MessageMeter, arguments, reply};
+pub use crate::message::{MessageMeter, arguments, reply, strict_arguments};
 use crate::persist::{self, SavedState};
 use crate::settings::{CanisterSettings, Floors};
 pub use crate::state::with_connection;
@@ -140,6 +140,7 @@ fn open(setup: &'static Setup) {
 /// starts past every ticket the previous install issued), and applies `args` over the
 /// defaults. Traps on an invalid memory id or settings, or if the schema cannot be created.
 pub fn init(setup: &'static Setup, args: Option<InitArgs>) {
+    check_init_args();
     open(setup);
     let first_ticket = ic_cdk::api::time().max(1);
     QUEUE.with_borrow_mut(|q| {
@@ -148,6 +149,14 @@ pub fn init(setup: &'static Setup, args: Option<InitArgs>) {
     });
     apply(CanisterSettings::default().merged(&args.unwrap_or_default(), &setup.floors));
     timer::reset();
+}
+
+/// Traps (refusing the install or upgrade) when the argument holds a setting of another type
+/// than [`InitArgs`] declares (`flush_size = opt (500 : nat)` where it is `opt nat64`): Candid
+/// would read it as absent, and the setting would silently not apply ([`crate::args`]).
+fn check_init_args() {
+    crate::args::check::<(Option<InitArgs>,)>(&ic_cdk::api::msg_arg_data(), &["init"])
+        .unwrap_or_else(|e| ic_cdk::trap(format!("invalid install argument: {e}")));
 }
 
 /// Call from `#[pre_upgrade]`: saves the queue, its settings, the writers and the read-only
@@ -174,6 +183,7 @@ pub fn pre_upgrade() {
 /// re-arms the timer (upgrades remove timers). Traps (refusing the upgrade) on a saved state it
 /// cannot read or invalid settings.
 pub fn post_upgrade(setup: &'static Setup, args: Option<InitArgs>) {
+    check_init_args();
     open(setup);
     timer::reset();
     let mem = ic_rusqlite::MEMORY_MANAGER.with_borrow(|m| m.get(MemoryId::new(setup.memory_id)));

@@ -2,6 +2,7 @@
 #![warn(missing_docs)]
 
 pub mod access;
+pub mod args;
 pub mod declared;
 pub mod encode;
 pub mod persist;
@@ -56,7 +57,9 @@ pub use types::{
 /// Each method runs through [`authorized`] with its name: a caller its class (in the
 /// [`Setup`]'s [`Interface`]) does not admit is answered `Err(NotAuthorized)` before the
 /// argument is decoded, for a few thousand instructions whatever its size; an admitted call
-/// decodes the argument ([`arguments`]), runs the body and replies ([`reply`]: the reply type
+/// decodes the argument strictly ([`strict_arguments`]: a value of another type than the
+/// method takes, an `opt` included, is answered `Invalid` naming the argument, the field and
+/// the type sent, and nothing runs), runs the body and replies ([`reply`]: the reply type
 /// must have a typed refusal, [`Refusal`], which the compiler checks). The Candid
 /// signature is declared for `ic_cdk::export_candid!` as `#[ic_cdk::update]` would (in a module
 /// of the method's name), so the argument and reply types must be named by paths that resolve
@@ -72,8 +75,16 @@ macro_rules! update {
             fn $name() {
                 fn __method_body($($arg: $ty),*) -> $ret $body
                 $crate::authorized(::core::stringify!($name), || {
-                    let ($($arg,)*): ($($ty,)*) = $crate::arguments();
-                    $crate::reply(&__method_body($($arg),*));
+                    match $crate::strict_arguments::<($($ty,)*)>(&[$(::core::stringify!($arg)),*]) {
+                        ::core::result::Result::Ok(($($arg,)*)) => {
+                            $crate::reply(&__method_body($($arg),*))
+                        }
+                        ::core::result::Result::Err(e) => $crate::reply(
+                            &<$ret as $crate::Refusal>::refusal($crate::WriteError::Invalid(
+                                ::std::string::ToString::to_string(&e),
+                            )),
+                        ),
+                    }
                 });
             }
             /// The method's Candid signature, for `ic_cdk::export_candid!`.

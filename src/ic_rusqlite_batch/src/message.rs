@@ -16,18 +16,24 @@ impl InstructionMeter for MessageMeter {
     }
 }
 
-/// The arguments of the running method, decoded as `A` (a tuple) as ic-cdk decodes them;
-/// traps on arguments of another type. Call it inside [`authorized`](crate::authorized)'s body.
-pub fn arguments<A: for<'a> candid::utils::ArgumentDecoder<'a>>() -> A {
-    let bytes = ic_cdk::api::msg_arg_data();
-    let bytes: &[u8] = if bytes.is_empty() {
-        b"DIDL\x00\x00"
-    } else {
-        &bytes
-    };
-    let mut config = candid::DecoderConfig::new();
-    config.set_skipping_quota(10_000);
-    candid::utils::decode_args_with_config(bytes, &config)
+/// The arguments of the running method, decoded as `A` (a tuple) after their types are checked
+/// strictly ([`crate::args`]: a value of another type than `A` takes is refused, never read as
+/// `null`); `names` are the arguments' names, for the refusal. Call it inside
+/// [`authorized`](crate::authorized)'s body.
+pub fn strict_arguments<A>(names: &[&str]) -> Result<A, crate::args::ArgumentError>
+where
+    A: crate::args::ArgumentTypes + for<'a> candid::utils::ArgumentDecoder<'a>,
+{
+    crate::args::decode(&ic_cdk::api::msg_arg_data(), names)
+}
+
+/// [`strict_arguments`] for a method without a typed refusal: traps (rejecting the call, which
+/// then changes nothing) on arguments of another type, with the refusal's text.
+pub fn arguments<A>() -> A
+where
+    A: crate::args::ArgumentTypes + for<'a> candid::utils::ArgumentDecoder<'a>,
+{
+    strict_arguments(&[])
         .unwrap_or_else(|e| ic_cdk::trap(format!("failed to decode call arguments: {e}")))
 }
 
