@@ -91,6 +91,12 @@
 //!   A trigger or view the application created may reach them: its body is authorized when a
 //!   statement that fires or reads it is compiled, with the trigger or view as the accessor, so
 //!   the op is refused naming both.
+//! - `dbstat` and `sqlite_dbpage`, read or written, in any schema: SQLite's virtual tables of
+//!   page statistics and raw pages reach every table of the file, the library's included
+//!   (`SELECT ... FROM dbstat WHERE name GLOB '*dedup_keys'` names no reserved table).
+//!   ic-rusqlite's SQLite has `dbstat` but not `sqlite_dbpage` (an op naming it fails: no such
+//!   table). The table-valued `pragma_*` functions show the schema of any table (the library's
+//!   is public), never its rows.
 //! - An action SQLite reports that is not listed here (a later SQLite's new action code).
 //!
 //! # The statement cache, and names SQLite does not report
@@ -131,6 +137,10 @@ pub(crate) const RESERVED_PREFIX: &str = "batch_core_";
 /// Pragmas an op may set: values in the database header, written inside the transaction like
 /// any page.
 const TRANSACTIONAL_PRAGMAS: [&str; 2] = ["user_version", "application_id"];
+
+/// SQLite's virtual tables that read the pages of every table, whatever the op's text names:
+/// `dbstat` (page statistics) and `sqlite_dbpage` (the raw pages, writable).
+const INTROSPECTION_TABLES: [&str; 2] = ["dbstat", "sqlite_dbpage"];
 
 /// Functions an op may not call (see the module documentation).
 const REFUSED_FUNCTIONS: [&str; 2] = ["load_extension", "fts3_tokenizer"];
@@ -193,6 +203,11 @@ pub(crate) enum Refusal {
         via.as_ref().map(|via| format!(", reached through {via}")).unwrap_or_default()
     )]
     Reserved { name: String, via: Option<String> },
+    /// A virtual table that reads (or writes) the pages of every table, the library's included.
+    #[error(
+        "refused, nothing happened: {table} reaches the pages of every table, the library's included"
+    )]
+    Introspection { table: String },
     /// A function that reaches outside the database.
     #[error(
         "refused, nothing happened: {function}() reaches outside the database (it loads code or registers a tokenizer)"
@@ -499,6 +514,15 @@ fn pragma(schema: Option<&str>, name: &str, value: Option<&str>) -> Result<(), R
 /// schema SQLite reports elsewhere).
 fn object(schema: Option<&str>, name: &str, via: Option<&str>) -> Result<(), Verdict> {
     reserved(name, via)?;
+    if INTROSPECTION_TABLES
+        .iter()
+        .any(|t| t.eq_ignore_ascii_case(name))
+    {
+        return Err(Refusal::Introspection {
+            table: name.to_owned(),
+        }
+        .into());
+    }
     in_main(schema, &qualified(schema, name))?;
     Ok(())
 }

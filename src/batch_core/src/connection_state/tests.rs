@@ -657,6 +657,53 @@ fn statements_over_every_table_are_refused_where_they_reach_the_library() {
     }
 }
 
+/// SQLite's page-level virtual tables reach every table of the file, the library's included,
+/// whatever the op's text names: reading them (into a table of the application's, as a write
+/// op must) and writing them are refused, and nothing changes.
+#[test]
+fn page_statistics_and_raw_pages_are_out_of_reach() {
+    let conn = open_db();
+    let mut d = crate::Deduplicator::new(crate::DedupConfig::default()).unwrap();
+    keyed_batch(&mut d, &conn, 1);
+    conn.execute_batch("CREATE TABLE copied (name TEXT, pages INTEGER)")
+        .unwrap();
+    let introspection = |table: &str| {
+        auth(format!(
+            "refused, nothing happened: {table} reaches the pages of every table, the library's included"
+        ))
+    };
+    assert_refused(
+        &conn,
+        "INSERT INTO copied SELECT name, pageno FROM dbstat WHERE name GLOB '*dedup_keys'",
+        &introspection("dbstat"),
+    );
+    // However it is spelled: SQLite names the module.
+    assert_refused(
+        &conn,
+        "INSERT INTO copied SELECT name, pgsize FROM DBSTAT('main')",
+        &introspection("dbstat"),
+    );
+    // sqlite_dbpage (raw pages, writable) is not compiled into this SQLite, nor into
+    // ic-rusqlite's: an op naming it fails before the allow-list is asked. A build that has it
+    // gets the refusal above, and this test then fails, to say so.
+    assert_eq!(
+        execute_autocommit(
+            &conn,
+            &sql("INSERT INTO copied (name) SELECT hex(data) FROM sqlite_dbpage WHERE pgno = 1")
+        ),
+        OpOutcome::Failed {
+            code: 1,
+            error: "no such table: sqlite_dbpage".into()
+        }
+    );
+    // Every table's page statistics, the application's included: the module reads them all.
+    assert_refused(
+        &conn,
+        "INSERT INTO copied SELECT name, pageno FROM dbstat WHERE name = 'users'",
+        &introspection("dbstat"),
+    );
+}
+
 /// Coalesced inserts are compiled as ops too: a table whose foreign key reads a library table
 /// is refused in a chunk exactly as op by op, and nothing is inserted.
 #[test]
