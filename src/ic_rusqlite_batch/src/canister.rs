@@ -74,8 +74,14 @@ impl Setup {
     }
 }
 
+/// Heap held for the queries (see [`query_guard`]): allocated at install and upgrade, never
+/// written (it costs no dirty page), released inside a non-replicated query, whose changes the
+/// IC discards.
+pub const QUERY_RESERVE_BYTES: usize = 256 * 1024;
+
 thread_local! {
     static SETUP: Cell<Option<&'static Setup>> = const { Cell::new(None) };
+    static QUERY_RESERVE: RefCell<Vec<u8>> = const { RefCell::new(Vec::new()) };
     static WRITERS: RefCell<Writers> = RefCell::new(Writers::default());
     static READ_ONLY: Cell<bool> = const { Cell::new(false) };
     /// The caller of the method [`authorized`] is running, as it checked it (`None` outside).
@@ -117,6 +123,7 @@ fn open(setup: &'static Setup) {
         ));
     }
     SETUP.set(Some(setup));
+    QUERY_RESERVE.set(Vec::with_capacity(QUERY_RESERVE_BYTES));
     let config = ConnectionConfig {
         pragma_settings: setup
             .pragmas
@@ -280,7 +287,16 @@ pub fn authorized(method: &str, body: impl FnOnce()) {
 /// through inter-canister calls; anyone else's call is rejected with
 /// [`access::REPLICATED_QUERY_REFUSED`] (queries have no typed refusal), for a few thousand
 /// instructions. Costs 500 instructions in a query.
+///
+/// A non-replicated query first releases the [`QUERY_RESERVE_BYTES`] of heap the canister holds
+/// for it, so that the library's queries (`stats`, `ticket_statuses` of 1,000 pending tickets,
+/// ...) answer when the canister's memory cannot grow (a memory allocation reached: every
+/// flush traps then, and the queries are how its controller learns why).
 pub fn query_guard() -> Result<(), String> {
+    if !ic_cdk::api::in_replicated_execution() {
+        // The IC discards a query's changes: the reserve is back for the next message.
+        QUERY_RESERVE.take();
+    }
     let admitted = access::admits(
         Some(MethodClass::Query),
         ic_cdk::api::in_replicated_execution,
@@ -632,12 +648,14 @@ pub fn ticket_status(ticket: Ticket) -> OpStatus {
     QUEUE.with_borrow(|q| status(q, ticket, viewer))
 }
 
-/// The statuses of `count` tickets from `first` on, as [`ticket_status`] answers each.
-pub fn ticket_statuses(first: Ticket, count: u64) -> Vec<OpStatus> {
+/// The statuses of `count` tickets from `first` on, as [`ticket_status`] answers each, in
+/// their Candid form: one vector, so that a query of 1,000 statuses needs little heap (it must
+/// answer when the canister's memory cannot grow).
+pub fn ticket_statuses(first: Ticket, count: u64) -> Vec<crate::types::TicketStatus> {
     let viewer = viewer();
     QUEUE.with_borrow(|q| {
         (first..first.saturating_add(count))
-            .map(|t| status(q, t, viewer))
+            .map(|t| crate::types::status(status(q, t, viewer)))
             .collect()
     })
 }

@@ -162,9 +162,6 @@ macro_rules! canister_methods {
         fn ticket_statuses(first: __BatchTicket, count: u32) -> Vec<__BatchTicketStatus> {
             let count = u64::from(count.min(1_000));
             $crate::ticket_statuses(first, count)
-                .into_iter()
-                .map($crate::types::status)
-                .collect()
         }
         #[::ic_cdk::query(guard = "__batch_query_guard")]
         fn stats() -> __BatchStats {
