@@ -498,3 +498,83 @@ fn single_writes_run_now_or_queued_and_keep_controllers_only_writes_for_controll
     assert_eq!(purged, Ok(committed(1, 0)));
     assert_eq!(todos(&mut c), [(2, "bread".into(), None, false)]);
 }
+
+/// An acknowledged write altered: `add` with `due_ns = opt (5 : nat)` (or `opt (5 : int)`, or
+/// the text `"5"`) answered `Committed` and stored `NULL`, Candid reading the mistyped `opt` as
+/// absent. Now each is refused `Invalid` naming the write and the parameter, through the single
+/// write and the batch, and nothing is stored; every well-typed form stores exactly what was
+/// sent (a bare `int64` where `opt int64` is declared is that value; `null` is `NULL`).
+#[test]
+fn a_mistyped_parameter_is_refused_and_a_well_typed_one_is_stored_as_sent() {
+    let mut c = install();
+    let bytes = |text: String| -> Vec<u8> {
+        candid_parser::parse_idl_args(&text)
+            .unwrap_or_else(|e| panic!("{text}: {e}"))
+            .to_bytes()
+            .unwrap()
+    };
+    for (due, sent) in [
+        ("opt (5 : nat)", "opt nat"),
+        ("opt (5 : int)", "opt int"),
+        ("\"5\"", "text"),
+        ("opt (5 : nat64)", "opt nat64"),
+    ] {
+        let op = format!("variant {{ add = record {{ title = \"x\"; due_ns = {due} }} }}");
+        let refused: Result<Outcome, WriteError> = c
+            .update(WRITER_A, "execute_write", bytes(format!("({op})")))
+            .expect("inspected in");
+        assert_eq!(
+            refused,
+            Err(WriteError::Invalid(format!(
+                "argument op, variant add, field due_ns: {sent} sent where opt int64 is expected \
+                 (a value of another type is refused, never read as null)"
+            ))),
+            "{due}"
+        );
+        let key = key(&c, 40);
+        let batch = bytes(format!(
+            "(record {{ created_at_time = {} : nat64; id = blob \"{}\" }}, vec {{ {op} }})",
+            key.created_at_time,
+            "\\28".repeat(16)
+        ));
+        let exec = c
+            .canister
+            .update_from_canister(WRITER_A, "execute_writes", &batch)
+            .unwrap();
+        let MessageResult::Reply(reply) = &exec.result else {
+            panic!("{due}: {exec:?}")
+        };
+        let refused = Decode!(reply, WritesResult).unwrap();
+        assert!(
+            matches!(&refused, WritesResult::Err(BatchRefusal::Refused(WriteError::Invalid(why)))
+                if why.starts_with(&format!("argument ops, an element, variant add, field due_ns: {sent} sent"))),
+            "{due}: {refused:?}"
+        );
+    }
+    assert_eq!(todos(&mut c), []);
+    for (due, stored) in [
+        ("opt (5 : int64)", Some(5)),
+        ("(-6 : int64)", Some(-6)),
+        ("null", None),
+    ] {
+        let op = format!("(variant {{ add = record {{ title = \"t\"; due_ns = {due} }} }})");
+        let done: Result<Outcome, WriteError> = c
+            .update(WRITER_A, "execute_write", bytes(op))
+            .expect("inspected in");
+        assert!(
+            matches!(done, Ok(Outcome::Committed { .. })),
+            "{due}: {done:?}"
+        );
+        assert_eq!(todos(&mut c).last().unwrap().2, stored, "{due}");
+    }
+    // A field left out of an `opt` type is absent, as Candid's subtyping says: NULL.
+    let done: Result<Outcome, WriteError> = c
+        .update(
+            WRITER_A,
+            "execute_write",
+            bytes("(variant { add = record { title = \"u\" } })".into()),
+        )
+        .expect("inspected in");
+    assert!(matches!(done, Ok(Outcome::Committed { .. })), "{done:?}");
+    assert_eq!(todos(&mut c).last().unwrap().2, None);
+}
