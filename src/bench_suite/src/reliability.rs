@@ -7,8 +7,10 @@
 //! as updates, the smallest budget; and, in `reliability/careless.rs`, a careless controller's and an
 //! attacker's: temporary objects, SQL on the library's tables, unsafe settings, strangers'
 //! large calls from canisters, the dearest op at the smallest budget on a large table, a
-//! memory allocation without headroom, a writer filling the key store), each run on the
-//! deployable canister on the engine. For
+//! memory allocation without headroom, a writer filling the key store), and, in
+//! `reliability/exact_types.rs`, a careless client's right data in the wrong shape (a batch key
+//! or parameter of another Candid type, failure messages too long for one reply, padded
+//! varints), each run on the deployable canister on the engine. For
 //! each: ops acknowledged, committed and failed, ops failed without a cause of their own (an
 //! ordinary op that failed: must be 0), acknowledged ops lost (no outcome after the queue
 //! drained) and altered (an order stored with other bits than submitted), calls refused,
@@ -30,6 +32,7 @@ use crate::progress::Progress;
 
 mod budget_floor;
 mod careless;
+mod exact_types;
 mod scenarios;
 
 use budget_floor::controller_sql;
@@ -118,6 +121,9 @@ struct Ledger {
     /// queue: acknowledged and committed, and every order of that user stored beyond them and
     /// the queued ones counts as applied twice.
     keyed: Option<(i64, u64)>,
+    /// Ops of client batches outside the queue that failed with an outcome of their own (the
+    /// scenario's culprits): acknowledged and failed.
+    keyed_failed: u64,
 }
 
 impl Ledger {
@@ -159,6 +165,11 @@ impl Ledger {
     /// `orders` orders of `user_id` that keyed client batches committed.
     fn keyed(&mut self, user_id: i64, orders: u64) {
         self.keyed = Some((user_id, orders));
+    }
+
+    /// `ops` ops of client batches that failed with their own outcome (culprits).
+    fn keyed_failed(&mut self, ops: u64) {
+        self.keyed_failed += ops;
     }
 
     /// A controller's SQL op, a culprit.
@@ -249,6 +260,8 @@ impl Ledger {
                 .count() as u64;
         }
         let (mut acknowledged, mut applied_twice) = (self.tickets.len() as u64, 0);
+        acknowledged += self.keyed_failed;
+        failed += self.keyed_failed;
         if let Some((user, keyed)) = self.keyed {
             let queued = self.orders.values().filter(|(u, _)| *u == user).count() as u64;
             let stored = c.orders_of(user).len() as u64;
@@ -411,6 +424,7 @@ pub fn run_all(wasm: &Path, progress: &mut Progress) -> Result<Vec<ScenarioResul
     scenarios::SCENARIOS
         .iter()
         .chain(&careless::SCENARIOS)
+        .chain(&exact_types::SCENARIOS)
         .map(|s| run(&lab, s, progress))
         .collect()
 }
