@@ -13,9 +13,12 @@
 //!
 //! What stays accepted is what Candid's subtyping accepts without that rule: a missing
 //! argument or record field of an `opt` type is `null`, a `null` or `reserved` value of an
-//! `opt` is `null`, extra record fields and extra arguments are ignored, `nat` is read as
-//! `int`, a value `v` where `opt T` is expected is `opt v` when `v` is a `T`. The `.did` files
-//! stay as they are.
+//! `opt` is `null` (so is an `opt null`, `opt reserved` or `opt empty`, which can carry no
+//! value), extra record fields and extra arguments are ignored, `nat` is read as `int`, a value
+//! `v` where `opt T` is expected is `opt v` when `v` is a `T`. The check reads types, not
+//! values: an `opt` of another type is refused even when this call's value is `null`, since the
+//! client's next call with a value would be read as `null` too. The `.did` files stay as they
+//! are.
 //!
 //! Cost: parsing the type table and walking it against the expected types, a few thousand
 //! instructions per argument type; the type tables this check accepted are remembered (per
@@ -257,8 +260,13 @@ impl Walk<'_> {
         }
         match (s.as_ref(), e.as_ref()) {
             (_, Reserved) | (Empty, _) | (Nat, Int) => Ok(()),
-            // No value: the method reads null, as the caller meant.
+            // No value: the method reads null, as the caller meant. So for an `opt` of nothing
+            // (`opt null`, `opt reserved`, `opt empty`: a lazy encoding of "none"), which can
+            // carry no value the method could mean.
             (Null | Reserved, Opt(_)) => Ok(()),
+            (Opt(s1), Opt(_)) if matches!(self.trace(s1).as_ref(), Null | Reserved | Empty) => {
+                Ok(())
+            }
             // A refusal right inside the `opt` names the `opt` types, as the field declares them.
             (Opt(s1), Opt(e1)) => {
                 let depth = self.path.len();

@@ -104,6 +104,29 @@ fn a_key_left_out_or_null_is_none_and_a_well_typed_key_is_itself() {
     assert_eq!(decode("(vec {})"), None);
     assert_eq!(decode("(vec {}, null)"), None);
     assert_eq!(decode("(vec {}, null : opt record {})"), None);
+    // An `opt` of nothing carries no value: `None::<()>` as a lazy client encodes it.
+    assert_eq!(decode("(vec {}, opt null)"), None);
+    assert_eq!(decode("(vec {}, null : opt null)"), None);
+    assert_eq!(decode("(vec {}, opt (null : reserved))"), None);
+    let lazy = candid::encode_args((Vec::<crate::SqlStatement>::new(), None::<()>)).unwrap();
+    assert_eq!(
+        super::decode::<(Vec<crate::SqlStatement>, Option<BatchKey>)>(&lazy, &names)
+            .unwrap()
+            .1,
+        None
+    );
+    // But a null of an `opt` of another type is refused: the client's next key would be lost.
+    #[derive(candid::CandidType)]
+    struct NatKey {
+        created_at_time: candid::Nat,
+        id: Vec<u8>,
+    }
+    let mistyped_none =
+        candid::encode_args((Vec::<crate::SqlStatement>::new(), None::<NatKey>)).unwrap();
+    assert!(matches!(
+        super::decode::<(Vec<crate::SqlStatement>, Option<BatchKey>)>(&mistyped_none, &names),
+        Err(ArgumentError::Mismatch { .. })
+    ));
     let key = Some(BatchKey {
         created_at_time: 5,
         id: (0..16).collect(),
