@@ -10,6 +10,7 @@ use wasmtime::{InstancePre, Linker, Module};
 use crate::error::EngineError;
 use crate::instrument::{self, ModuleInfo};
 use crate::linker::{self, StoreData};
+use crate::metering::Metering;
 use crate::profile;
 use crate::system_api;
 
@@ -33,6 +34,10 @@ pub struct EngineConfig {
     /// Cache directory; `None` means `$OFFLINE_ENGINE_CACHE`, else `<cargo target dir>/offline-engine-cache`,
     /// else `<temp dir>/offline-engine-cache`.
     pub cache_dir: Option<PathBuf>,
+    /// The rules for memory pages the engine meters by (`METERING.md` §10): every program it
+    /// loads is instrumented for them, and every canister installed from such a program is
+    /// metered by them. Default: [`Metering::POCKET_IC_13`].
+    pub metering: Metering,
 }
 
 impl Default for EngineConfig {
@@ -40,6 +45,7 @@ impl Default for EngineConfig {
         EngineConfig {
             cache: true,
             cache_dir: None,
+            metering: Metering::default(),
         }
     }
 }
@@ -70,12 +76,14 @@ pub struct Engine {
     linker32: Linker<StoreData>,
     linker64: Linker<StoreData>,
     cache_dir: Option<PathBuf>,
+    metering: Metering,
 }
 
 impl std::fmt::Debug for Engine {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Engine")
             .field("cache_dir", &self.cache_dir)
+            .field("metering", &self.metering.name)
             .finish_non_exhaustive()
     }
 }
@@ -95,6 +103,8 @@ pub(crate) struct ProgramInner {
     pub(crate) from_cache: bool,
     /// Function names for the profiler, when loaded with [`Engine::load_profiled`].
     pub(crate) profile_names: Option<Arc<[String]>>,
+    /// The rules the program was instrumented for and its canisters are metered by.
+    pub(crate) metering: Metering,
 }
 
 impl std::fmt::Debug for Program {
@@ -138,6 +148,12 @@ impl Program {
     /// [`Engine::load_profiled`].
     pub fn function_names(&self) -> Option<&[String]> {
         self.inner.profile_names.as_deref()
+    }
+
+    /// The metering profile the program was loaded for (its engine's,
+    /// [`EngineConfig::metering`]).
+    pub fn metering(&self) -> Metering {
+        self.inner.metering
     }
 
     /// True if the module exports the function `name` (e.g. `canister_update foo`).
@@ -205,7 +221,13 @@ impl Engine {
             linker32,
             linker64,
             cache_dir,
+            metering: config.metering,
         })
+    }
+
+    /// The metering profile of the programs this engine loads.
+    pub fn metering(&self) -> Metering {
+        self.metering
     }
 
     /// The directory compiled modules are cached in, if caching is on.
@@ -235,7 +257,10 @@ impl Engine {
 
     fn load_with(&self, wasm: &[u8], profiled: bool) -> Result<Program, EngineError> {
         let sha256: [u8; 32] = Sha256::digest(wasm).into();
-        let options = instrument::Options { profile: profiled };
+        let options = instrument::Options {
+            profile: profiled,
+            tracker: self.metering.tracker,
+        };
         let instrumented = instrument::instrument_with(wasm, &system_api::check_import, options)?;
         let profile_names = if profiled {
             Some(profile::function_names(wasm)?.into())
@@ -265,6 +290,7 @@ impl Engine {
                 wasm_size: wasm.len() as u64,
                 from_cache,
                 profile_names,
+                metering: self.metering,
             }),
         })
     }

@@ -205,19 +205,23 @@ impl HeapShadow {
         heap == self.bytes.as_slice()
     }
 
-    /// Counts the dirty pages among `pages` (increasing, from [`take_written_pages`]) without
+    /// The dirty pages among `pages` (increasing, from [`take_written_pages`]), without
     /// changing anything. Every page of `heap` outside `pages` must equal the shadow.
-    pub fn dirty_pages_among(&self, heap: &[u8], pages: &[u64]) -> u64 {
-        pages.iter().filter(|&&p| self.differs(heap, p)).count() as u64
+    pub fn dirty_pages_among(&self, heap: &[u8], pages: &[u64]) -> Vec<u64> {
+        pages
+            .iter()
+            .copied()
+            .filter(|&p| self.differs(heap, p))
+            .collect()
     }
 
     /// Makes `heap` the new committed state, given that only `pages` may differ from the
-    /// shadow; returns the number of dirty pages. Growth extends the shadow with zeros.
-    pub fn commit_pages(&mut self, heap: &[u8], pages: &[u64]) -> u64 {
+    /// shadow; returns the dirty pages. Growth extends the shadow with zeros.
+    pub fn commit_pages(&mut self, heap: &[u8], pages: &[u64]) -> Vec<u64> {
         if heap.len() > self.bytes.len() {
             self.bytes.resize(heap.len(), 0);
         }
-        let mut n = 0u64;
+        let mut dirty = Vec::new();
         for &p in pages {
             let r = page_range(p, heap.len());
             if self.bytes[r.clone()] != heap[r.clone()] {
@@ -227,26 +231,26 @@ impl HeapShadow {
                     self.modified.resize(word + 1, 0);
                 }
                 self.modified[word] |= 1 << bit;
-                n += 1;
+                dirty.push(p);
             }
         }
-        n
+        dirty
     }
 
     /// Restores `heap` (of the same size as the shadow) to the committed state, given that only
-    /// `pages` may differ; returns the number of pages that were dirty. Callers re-create the
-    /// memory when its size changed.
-    pub fn restore_pages(&self, heap: &mut [u8], pages: &[u64]) -> u64 {
+    /// `pages` may differ; returns the pages that were dirty. Callers re-create the memory when
+    /// its size changed.
+    pub fn restore_pages(&self, heap: &mut [u8], pages: &[u64]) -> Vec<u64> {
         debug_assert_eq!(heap.len(), self.bytes.len());
-        let mut n = 0u64;
+        let mut dirty = Vec::new();
         for &p in pages {
             let r = page_range(p, heap.len());
             if heap[r.clone()] != self.bytes[r.clone()] {
                 heap[r.clone()].copy_from_slice(&self.bytes[r]);
-                n += 1;
+                dirty.push(p);
             }
         }
-        n
+        dirty
     }
 
     /// Copies the committed state into `heap`, the memory of a fresh instance of the same
@@ -314,23 +318,23 @@ mod tests {
         heap[10] = 1;
         heap[3 * PAGE + 5] = 2;
         assert_eq!(shadow.dirty_pages(&heap), 2);
-        assert_eq!(shadow.dirty_pages_among(&heap, &[0, 1]), 1);
-        assert_eq!(shadow.commit_pages(&heap, &all), 2);
+        assert_eq!(shadow.dirty_pages_among(&heap, &[0, 1]), vec![0]);
+        assert_eq!(shadow.commit_pages(&heap, &all), vec![0, 3]);
         assert_eq!(shadow.dirty_pages(&heap), 0);
         assert!(shadow.matches(&heap));
         // Writing identical bytes is not dirty.
         heap[10] = 1;
         assert_eq!(shadow.dirty_pages(&heap), 0);
         heap[PAGE] = 9;
-        assert_eq!(shadow.restore_pages(&mut heap, &[1, 2]), 1);
+        assert_eq!(shadow.restore_pages(&mut heap, &[1, 2]), vec![1]);
         assert_eq!(heap[PAGE], 0);
         // Growth: zero pages are clean, written ones dirty.
         let mut grown = heap.clone();
         grown.resize(8 * PAGE, 0);
         grown[6 * PAGE] = 7;
         assert_eq!(shadow.dirty_pages(&grown), 1);
-        assert_eq!(shadow.dirty_pages_among(&grown, &[5, 6, 7]), 1);
-        assert_eq!(shadow.commit_pages(&grown, &[6, 7]), 1);
+        assert_eq!(shadow.dirty_pages_among(&grown, &[5, 6, 7]), vec![6]);
+        assert_eq!(shadow.commit_pages(&grown, &[6, 7]), vec![6]);
         assert_eq!(shadow.len(), 8 * PAGE);
         assert!(shadow.matches(&grown));
         // A fresh instance (zeros) grown to the size gets exactly the modified pages back.

@@ -18,6 +18,13 @@
 //!   a summary byte per 64 pages), and before `memory.fill/copy/init` an injected helper marks
 //!   every page of the destination range, so that the engine compares only those pages with its
 //!   shadow of the heap ([`crate::heap`]);
+//! - with [`Options::tracker`] (profiles with the deterministic memory tracker), the tracker map
+//!   ([`crate::tracker::TrackerMap`], exported as [`TRACKER_EXPORT`]) instead of the written-page
+//!   map: before every load and store of the heap the injected code checks the state of its
+//!   64 KiB Wasm page and calls an unmetered helper that charges the page's tracker events and
+//!   records it when the state falls short (a check that an earlier one covers on every path
+//!   is left out); before `memory.fill/copy/init` it calls the helper for their ranges. The
+//!   pages the tracker saw written are those the engine compares;
 //! - with [`Options::profile`], hooks for the profiler ([`crate::profile`]): an imported host
 //!   function called at function entry (before the entry block's charge), after every call
 //!   returns, before every tail call, and around calls of imported (`ic0`) functions.
@@ -28,6 +35,8 @@ mod body;
 mod dirty;
 mod indices;
 mod metering;
+mod pages;
+mod redundant;
 mod scan;
 mod sections;
 mod weights;
@@ -49,6 +58,8 @@ pub const TABLE_EXPORT: &str = "table";
 pub const START_EXPORT: &str = "canister_start";
 /// Export name of the written-page map memory ([`crate::heap::DirtyMap`]).
 pub const DIRTY_MAP_EXPORT: &str = "__dirty_pages";
+/// Export name of the tracker map memory ([`crate::tracker::TrackerMap`]).
+pub const TRACKER_EXPORT: &str = "__tracked_pages";
 /// Name of the profiler's function-entry hook `(func index: i32) -> (stack depth: i32)`.
 pub const PROFILE_ENTER: &str = "profile_enter";
 /// Name of the profiler's call-return hook `(stack depth of the caller: i32)`.
@@ -62,6 +73,9 @@ pub struct Options {
     /// Inject the profiler's hooks ([`PROFILE_ENTER`], [`PROFILE_RETURN`], [`PROFILE_TAIL`],
     /// imported from [`INJECTED_MODULE`]). They read the counter and never change it.
     pub profile: bool,
+    /// Inject the deterministic memory tracker's heap checks ([`crate::tracker`]) with these
+    /// parameters (a profile with the tracker, [`crate::metering::Metering::tracker`]).
+    pub tracker: Option<crate::metering::Tracker>,
 }
 
 /// Errors of the instrumentation pass.

@@ -7,9 +7,10 @@
 //! calls between them ([`subnet`], [`messages`]). Metering follows the replica's rules exactly
 //! (`METERING.md` in this crate, with the replica's sources): the module is instrumented per basic
 //! block with the replica's weight table ([`instrument`]), System API calls charge the costs of
-//! one table and may be made where one matrix allows ([`system_api`]), stable memory charges per
-//! byte and per dirty page ([`stable`]), and dirty heap pages are billed after each message
-//! ([`heap`]). A program loaded with [`Engine::load_profiled`] also records an exact
+//! one table and may be made where one matrix allows ([`system_api`]), and memory pages are
+//! charged by the rules of a metering profile chosen per engine ([`metering`]): those of
+//! PocketIC 13 (stable memory per dirty page, [`stable`]; dirty heap pages billed after each
+//! message, [`heap`]) or the replica's deterministic memory tracker ([`tracker`]). A program loaded with [`Engine::load_profiled`] also records an exact
 //! per-function instruction [`Profile`] of every message ([`profile`], `PROFILING.md`).
 //!
 //! ```no_run
@@ -35,11 +36,13 @@ pub mod host_time;
 pub mod instrument;
 pub(crate) mod linker;
 pub mod messages;
+pub mod metering;
 pub mod profile;
 pub(crate) mod queues;
 pub mod stable;
 pub mod subnet;
 pub mod system_api;
+pub mod tracker;
 pub mod types;
 pub mod user_error;
 pub mod validation;
@@ -47,9 +50,10 @@ pub mod validation;
 pub use canister::Canister;
 pub use engine::{Engine, EngineConfig, Program, default_cache_dir};
 pub use error::EngineError;
+pub use metering::Metering;
 pub use profile::{FunctionCost, Profile};
 pub use subnet::{CanisterStatus, Subnet, SubnetConfig};
 pub use types::{
     ANONYMOUS, BENCHMARKING_LIMIT, Charging, DEFAULT_CANISTER_ID, Execution, InstructionLimits,
-    MessageResult, Settings, SizeLimits, SubnetKind, reject_code,
+    MemoryPages, MessageResult, PageUse, Settings, SizeLimits, SubnetKind, reject_code,
 };

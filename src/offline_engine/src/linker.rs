@@ -3,7 +3,9 @@
 //! [`crate::system_api::complexity`] (plus its per-byte part) against the instrumented counter
 //! global, trapping when the message's limit is exceeded, then delegates to the System API
 //! (`SystemApi` in `crate::system_api`), which checks where the function may be called and does
-//! the work. Host writes to the heap are marked in the written-page map ([`crate::heap`]).
+//! the work. Host writes to the heap are marked in the written-page map ([`crate::heap`]); in
+//! profiles with the memory tracker, the heap ranges the System API reads and writes and the
+//! stable memory it accesses are charged as the tracker charges them ([`crate::tracker`]).
 
 use std::collections::HashMap;
 
@@ -12,16 +14,40 @@ use wasmtime::{Caller, Global, Linker, Memory, Val, WasmTy};
 use crate::heap::DirtyMap;
 use crate::instrument::{INJECTED_MODULE, OUT_OF_INSTRUCTIONS};
 use crate::profile::{ProfState, Profiled};
-use crate::system_api::complexity::{
-    STABLE_DIRTY_PAGE, overhead, overhead_native, with_bytes, with_transmission,
-};
-use crate::system_api::{SystemApi, TrapCause, u128_of};
+use crate::stable::OS_PAGE;
+use crate::system_api::complexity::{overhead, overhead_native, with_bytes, with_transmission};
+use crate::system_api::{Heap, HeapTouch, SystemApi, TrapCause, u128_of};
+use crate::tracker::{StablePages, TrackerMap, Tracking};
 
 /// The written-page map of the instance's heap (`crate::heap`).
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct DirtyMapMemory {
     pub memory: Memory,
     pub layout: DirtyMap,
+}
+
+/// The tracker map of the instance's heap (`crate::tracker`).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct TrackerMemory {
+    pub memory: Memory,
+    pub layout: TrackerMap,
+}
+
+/// The deterministic memory tracker's host side, in profiles that have it: the heap's map
+/// (which the injected code also uses) and stable memory's states.
+#[derive(Debug)]
+pub(crate) struct PageTracker {
+    /// The heap's tracker map (`None` for a module without memory).
+    pub heap: Option<TrackerMemory>,
+    /// Instructions per tracker event of a heap Wasm page, and of a stable-memory one.
+    pub heap_charge: u64,
+    pub stable_charge: u64,
+    /// Stable memory's states in the current execution.
+    pub stable: StablePages,
+    /// How the current execution is tracked (stable memory; the heap's map has its own byte).
+    pub tracking: Tracking,
+    /// Stable-memory OS pages the current execution may access.
+    pub stable_accessed_limit: u64,
 }
 
 /// The limits on heap growth (`memory.grow`), which wasmtime consults through
@@ -90,6 +116,15 @@ pub(crate) struct StoreData {
     pub memory: Option<Memory>,
     /// The written-page map, which host functions writing the heap mark.
     pub dirty_map: Option<DirtyMapMemory>,
+    /// The heap ranges the current System API call read and wrote (`crate::tracker`).
+    pub heap_touches: Vec<HeapTouch>,
+    /// The memory tracker, in profiles that have it.
+    pub pages: Option<PageTracker>,
+    /// Instructions per 4 KiB stable page a write dirties for the first time in a message (the
+    /// program's metering profile, [`crate::metering::Metering::stable_new_dirty_page`]).
+    pub stable_new_dirty_page: u64,
+    /// What the current execution was charged for such pages so far.
+    pub stable_dirty_charged: u64,
     /// The current message's profile, when the program is profiled.
     pub profiler: Option<Box<ProfState>>,
     pub api: SystemApi,
@@ -156,6 +191,44 @@ fn charge(c: &mut C<'_>, amount: u64) -> R<()> {
     Ok(())
 }
 
+/// Charges `amount` instructions of memory pages: the counter goes down and nothing is
+/// checked, as the replica's memory tracker charges in its fault handler; the next check of the
+/// counter traps when the limit is passed.
+fn charge_pages(c: &mut C<'_>, amount: u64) -> R<()> {
+    if amount == 0 {
+        return Ok(());
+    }
+    let (g, v) = counter(c)?;
+    let new = v.saturating_sub(i64::try_from(amount).unwrap_or(i64::MAX));
+    g.set(&mut *c, Val::I64(new))?;
+    Ok(())
+}
+
+/// Charges the heap ranges the last System API call read and wrote, as the memory tracker
+/// charges them (nothing without a tracker), and clears the record.
+fn charge_heap_touches(c: &mut C<'_>) -> R<()> {
+    let mut touches = std::mem::take(&mut c.data_mut().heap_touches);
+    let tracker = c
+        .data()
+        .pages
+        .as_ref()
+        .and_then(|p| p.heap.map(|h| (h, p.heap_charge)));
+    let mut events = 0;
+    if let (Some((map, _)), Some(memory)) = (tracker, c.data().memory) {
+        let heap_len = memory.data_size(&*c) as u64;
+        let bytes = map.memory.data_mut(&mut *c);
+        for t in &touches {
+            events += map.layout.touch(bytes, t.start, t.len, t.write, heap_len);
+        }
+    }
+    touches.clear();
+    c.data_mut().heap_touches = touches;
+    match tracker {
+        Some((_, charge)) => charge_pages(c, events * charge),
+        None => Ok(()),
+    }
+}
+
 /// Instructions executed so far in this message.
 fn executed(c: &mut C<'_>) -> R<u64> {
     let (_, v) = counter(c)?;
@@ -176,14 +249,17 @@ fn with_api<T>(c: &mut C<'_>, f: impl FnOnce(&mut SystemApi) -> Result<T, TrapCa
     result.map_err(|cause| fail(c, cause))
 }
 
-/// Runs `f` on the System API and the heap.
+/// Runs `f` on the System API and the heap; the memory tracker charges the ranges it read and
+/// wrote.
 fn with_heap<T>(
     c: &mut C<'_>,
-    f: impl FnOnce(&mut SystemApi, &mut [u8]) -> Result<T, TrapCause>,
+    f: impl FnOnce(&mut SystemApi, &mut Heap<'_>) -> Result<T, TrapCause>,
 ) -> R<T> {
     let mem = memory(c)?;
-    let (heap, data) = mem.data_and_store_mut(&mut *c);
-    let result = f(&mut data.api, heap);
+    let (bytes, data) = mem.data_and_store_mut(&mut *c);
+    let mut heap = Heap::new(bytes, &mut data.heap_touches);
+    let result = f(&mut data.api, &mut heap);
+    charge_heap_touches(c)?;
     result.map_err(|cause| fail(c, cause))
 }
 
@@ -200,7 +276,7 @@ fn write_heap(
     c: &mut C<'_>,
     dst: u64,
     len: u64,
-    f: impl FnOnce(&mut SystemApi, &mut [u8]) -> Result<(), TrapCause>,
+    f: impl FnOnce(&mut SystemApi, &mut Heap<'_>) -> Result<(), TrapCause>,
 ) -> R<()> {
     with_heap(c, f)?;
     mark_written(c, dst, len);
@@ -893,6 +969,43 @@ fn add_log_functions<I: Addr>(linker: &mut Linker<StoreData>) -> wasmtime::Resul
 }
 
 // ---- stable memory ----
+
+/// With the memory tracker: traps when an access of `len` bytes at `offset` of stable memory
+/// (which the caller checked to lie within it) would pass the execution's limit of accessed
+/// stable pages (the replica's stable-memory System API replacements count them per OS page).
+fn check_stable_access(c: &mut C<'_>, offset: u64, len: u64) -> R<()> {
+    let Some(p) = c.data().pages.as_ref() else {
+        return Ok(());
+    };
+    let limit = p.stable_accessed_limit;
+    if p.stable.accessed_os_pages_with(offset, len) <= limit {
+        return Ok(());
+    }
+    let kb = limit * OS_PAGE / 1024;
+    Err(fail(
+        c,
+        TrapCause::MemoryAccessLimit(format!(
+            "Exceeded the limit for the number of accessed pages in the stable memory in a single execution: limit {kb} KB"
+        )),
+    ))
+}
+
+/// With the memory tracker: charges an access of `len` bytes at `offset` of stable memory
+/// (after it happened).
+fn touch_stable(c: &mut C<'_>, offset: u64, len: u64, write: bool) -> R<()> {
+    let Some(p) = c.data_mut().pages.as_mut() else {
+        return Ok(());
+    };
+    let events = p.stable.touch(offset, len, write, p.tracking);
+    let charge = events * p.stable_charge;
+    charge_pages(c, charge)
+}
+
+/// Whether `len` bytes at `at` lie within a memory of `size` bytes.
+fn within(at: u64, len: u64, size: u64) -> bool {
+    at.checked_add(len).is_some_and(|end| end <= size)
+}
+
 fn stable_read(c: &mut C<'_>, dst: u64, offset: u64, len: u64, api32: bool) -> R<()> {
     let fixed = if api32 {
         overhead_native::STABLE_READ
@@ -904,9 +1017,17 @@ fn stable_read(c: &mut C<'_>, dst: u64, offset: u64, len: u64, api32: bool) -> R
         return Ok(());
     }
     with_api(c, |api| api.stable_size(api32))?;
+    // The accessed-page limit applies to a read that would take place (else it traps for its
+    // bounds, below).
+    let heap_len = c.data().memory.map_or(0, |m| m.data_size(&*c) as u64);
+    let stable_len = c.data().api.sys.stable.size_bytes();
+    if within(dst, len, heap_len) && within(offset, len, stable_len) {
+        check_stable_access(c, offset, len)?;
+    }
     write_heap(c, dst, len, |api, heap| {
         api.stable_read(dst, offset, len, api32, heap)
-    })
+    })?;
+    touch_stable(c, offset, len, false)
 }
 
 fn stable_write(c: &mut C<'_>, offset: u64, src: u64, len: u64, api32: bool) -> R<()> {
@@ -919,8 +1040,12 @@ fn stable_write(c: &mut C<'_>, offset: u64, src: u64, len: u64, api32: bool) -> 
     let Some(new_pages) = with_api(c, |api| api.stable_write_new_pages(offset, len, api32))? else {
         return Ok(());
     };
-    charge(c, STABLE_DIRTY_PAGE.saturating_mul(new_pages))?;
-    with_heap(c, |api, heap| api.stable_write(offset, src, len, heap))
+    check_stable_access(c, offset, len)?;
+    let amount = c.data().stable_new_dirty_page.saturating_mul(new_pages);
+    c.data_mut().stable_dirty_charged += amount;
+    charge(c, amount)?;
+    with_heap(c, |api, heap| api.stable_write(offset, src, len, heap))?;
+    touch_stable(c, offset, len, true)
 }
 
 /// Grows stable memory within the allocation left by the heap and the module, and tells the
@@ -1008,6 +1133,10 @@ mod tests {
             counter: None,
             memory: None,
             dirty_map: None,
+            heap_touches: Vec::new(),
+            pages: None,
+            stable_new_dirty_page: 0,
+            stable_dirty_charged: 0,
             profiler: None,
             api: SystemApi {
                 sys: SystemState {

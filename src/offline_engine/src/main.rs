@@ -16,8 +16,8 @@ use clap::{Args, Parser, Subcommand};
 use offline_engine::canbench::{self, BenchResult};
 use offline_engine::validation::ResultsFile;
 use offline_engine::{
-    Canister, Engine, EngineConfig, Execution, MessageResult, Profile, Program, Settings,
-    SubnetKind,
+    Canister, Engine, EngineConfig, Execution, MessageResult, Metering, PageUse, Profile, Program,
+    Settings, SubnetKind,
 };
 
 #[derive(Parser)]
@@ -30,6 +30,15 @@ struct Cli {
     /// Do not use the compiled-module cache.
     #[arg(long, global = true)]
     no_cache: bool,
+    /// The rules for memory pages to meter by (METERING.md §10): `pocketic-13` (PocketIC 13 and
+    /// canbench 0.7.0) or `ic-dmt-0441fbd7` (dfinity/ic with the deterministic memory tracker).
+    #[arg(
+        long,
+        global = true,
+        env = "OFFLINE_ENGINE_METERING",
+        default_value = "pocketic-13"
+    )]
+    metering: Metering,
     #[command(subcommand)]
     command: Command,
 }
@@ -256,13 +265,58 @@ fn describe(e: &Execution) -> String {
     };
     format!(
         "{}: {result}\ninstructions: {} (billed {}), heap dirty pages: {}, stable dirty pages: {}, \
-         {:.3} ms with the profiler",
+         {:.3} ms with the profiler\n{}",
         e.entry,
         e.instructions,
         e.billed_instructions,
         e.heap_dirty_pages,
         e.stable_dirty_pages,
-        e.wall_time.as_secs_f64() * 1e3
+        e.wall_time.as_secs_f64() * 1e3,
+        pages_text(&e.pages)
+    )
+}
+
+/// Page numbers as ranges: `0-3,17,40-41`.
+fn ranges(pages: &[u64]) -> String {
+    let mut out: Vec<String> = Vec::new();
+    let mut i = 0;
+    while i < pages.len() {
+        let mut j = i;
+        while j + 1 < pages.len() && pages[j + 1] == pages[j] + 1 {
+            j += 1;
+        }
+        out.push(if i == j {
+            pages[i].to_string()
+        } else {
+            format!("{}-{}", pages[i], pages[j])
+        });
+        i = j + 1;
+    }
+    if out.is_empty() {
+        "-".into()
+    } else {
+        out.join(",")
+    }
+}
+
+/// The pages a message touched and their instructions, one line per memory.
+fn pages_text(p: &PageUse) -> String {
+    let memory = |name: &str, m: &offline_engine::MemoryPages| {
+        format!(
+            "{name}: accessed {} Wasm pages [{}], dirty {} Wasm pages [{}], written {} OS pages [{}]",
+            m.accessed.len(),
+            ranges(&m.accessed),
+            m.dirty.len(),
+            ranges(&m.dirty),
+            m.written.len(),
+            ranges(&m.written)
+        )
+    };
+    format!(
+        "page instructions: {}\n{}\n{}",
+        p.instructions,
+        memory("heap", &p.heap),
+        memory("stable", &p.stable)
     )
 }
 
@@ -317,6 +371,7 @@ fn run(cli: Cli) -> Result<ExitCode, Box<dyn std::error::Error>> {
     let engine = Engine::new(EngineConfig {
         cache: !cli.no_cache,
         cache_dir: None,
+        metering: cli.metering,
     })?;
     match cli.command {
         Command::Candid { wasm } => candid(&engine, &wasm),
@@ -513,6 +568,11 @@ fn call(engine: &Engine, args: CallArgs) -> Result<ExitCode, Box<dyn std::error:
     let (mut canister, install) =
         Canister::install(engine, &program, &init_arg, settings_on(benchmarking))?;
     println!(
+        "metering: {} ({})",
+        engine.metering(),
+        engine.metering().source
+    );
+    println!(
         "install: {} instructions ({} billed)",
         install.instructions, install.billed_instructions
     );
@@ -541,6 +601,7 @@ fn call(engine: &Engine, args: CallArgs) -> Result<ExitCode, Box<dyn std::error:
         exec.stable_dirty_pages,
         exec.instructions_per_second() / 1e9
     );
+    println!("{}", pages_text(&exec.pages));
     Ok(ExitCode::SUCCESS)
 }
 

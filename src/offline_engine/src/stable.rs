@@ -55,17 +55,24 @@ impl StableMemory {
         self.undo.len() as u64
     }
 
-    /// Keeps the changes of the current message; returns its dirty page count.
-    pub fn commit(&mut self) -> u64 {
-        let n = self.dirty_pages();
-        self.undo.clear();
-        self.saved_size = self.size_wasm_pages;
-        n
+    /// The OS pages written since [`Self::begin`], in increasing order.
+    pub fn written_pages(&self) -> Vec<u64> {
+        let mut pages: Vec<u64> = self.undo.keys().copied().collect();
+        pages.sort_unstable();
+        pages
     }
 
-    /// Discards the changes of the current message; returns its dirty page count.
-    pub fn rollback(&mut self) -> u64 {
-        let n = self.dirty_pages();
+    /// Keeps the changes of the current message; returns its dirty pages.
+    pub fn commit(&mut self) -> Vec<u64> {
+        let pages = self.written_pages();
+        self.undo.clear();
+        self.saved_size = self.size_wasm_pages;
+        pages
+    }
+
+    /// Discards the changes of the current message; returns its dirty pages.
+    pub fn rollback(&mut self) -> Vec<u64> {
+        let pages = self.written_pages();
         for (index, original) in self.undo.drain() {
             if let Some(slot) = self.pages.get_mut(index as usize) {
                 *slot = original;
@@ -74,7 +81,7 @@ impl StableMemory {
         self.size_wasm_pages = self.saved_size;
         self.pages
             .truncate((self.saved_size * PAGES_PER_WASM_PAGE) as usize);
-        n
+        pages
     }
 
     /// Grows by `new_pages` wasm pages if the result stays within `max_pages`; returns the
@@ -179,14 +186,14 @@ mod tests {
         s.write(4090, b"0123456789").unwrap();
         assert_eq!(s.new_dirty_pages(4090, 10), 0);
         assert_eq!(s.dirty_pages(), 2);
-        assert_eq!(s.commit(), 2);
+        assert_eq!(s.commit(), vec![0, 1]);
         let mut buf = [0u8; 10];
         s.read(4090, &mut buf).unwrap();
         assert_eq!(&buf, b"0123456789");
         s.begin();
         s.write(4090, b"abcdefghij").unwrap();
         assert_eq!(s.grow(2, 10), 1);
-        assert_eq!(s.rollback(), 2);
+        assert_eq!(s.rollback(), vec![0, 1]);
         assert_eq!(s.size_pages(), 1);
         s.read(4090, &mut buf).unwrap();
         assert_eq!(&buf, b"0123456789");

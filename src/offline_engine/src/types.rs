@@ -230,18 +230,53 @@ pub struct Execution {
     /// Instructions as `ic0.performance_counter(0)` would show at the end of the message
     /// (everything charged in the message, without the heap dirty-page charge).
     pub instructions: u64,
-    /// `instructions` plus the dirty heap page charge (1,000 per 4 KiB page; 4,000 in wasm64),
-    /// i.e. what the IC bills. For queries and traps this equals what would have been billed
-    /// had the changes been kept (queries) or `instructions` (traps).
+    /// `instructions` plus the charge for the heap pages the message changed, billed after it
+    /// (in the rules of PocketIC 13, 1,000 per 4 KiB page, 4,000 in wasm64; nothing with the
+    /// memory tracker, which charges during the message), i.e. what the IC bills. For queries
+    /// and traps this equals what would have been billed had the changes been kept (queries) or
+    /// `instructions` (traps).
     pub billed_instructions: u64,
     /// 4 KiB heap pages whose contents changed in the message.
     pub heap_dirty_pages: u64,
     /// 4 KiB stable-memory pages written in the message.
     pub stable_dirty_pages: u64,
+    /// Which memory pages the message touched and what they cost under the engine's metering
+    /// profile (`METERING.md` §10).
+    pub pages: PageUse,
     /// `ic0.debug_print` output (and trap messages) in order.
     pub logs: Vec<String>,
     /// Wall-clock time spent executing the message.
     pub wall_time: Duration,
+}
+
+/// The memory pages one execution touched, and what they cost (`METERING.md` §10).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct PageUse {
+    /// The heap's pages.
+    pub heap: MemoryPages,
+    /// Stable memory's pages.
+    pub stable: MemoryPages,
+    /// Instructions the pages cost: with the memory tracker, its charges (part of
+    /// [`Execution::instructions`]); in the rules of PocketIC 13, the new dirty stable pages
+    /// (part of `instructions`) plus, for a message whose changes count, the changed heap pages
+    /// (part of [`Execution::billed_instructions`] only).
+    pub instructions: u64,
+}
+
+/// The pages of one memory an execution touched.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct MemoryPages {
+    /// 64 KiB Wasm pages the memory tracker charged a first access for, in increasing order
+    /// (install and upgrade run several entry points, each tracked afresh as in the replica, so a
+    /// page may appear once per entry point). Empty in profiles without the tracker.
+    pub accessed: Vec<u64>,
+    /// 64 KiB Wasm pages the memory tracker charged a first write for (likewise).
+    pub dirty: Vec<u64>,
+    /// 4 KiB pages the message changed, in increasing order: for the heap, the pages whose bytes
+    /// differ from before the message ([`Execution::heap_dirty_pages`] counts them); for stable
+    /// memory, the pages it wrote ([`Execution::stable_dirty_pages`]). Empty for a trapped
+    /// message, whose changes were undone.
+    pub written: Vec<u64>,
 }
 
 impl Execution {

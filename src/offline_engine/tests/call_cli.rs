@@ -78,3 +78,52 @@ fn a_mistyped_argument_is_refused_with_its_cause() {
     assert!(!ok);
     assert!(err.contains("has no method `no_such_method`"), "{err}");
 }
+
+/// The metering profile: `--metering` (or `OFFLINE_ENGINE_METERING`) chooses it, and the cost
+/// lines show the pages the message touched under it.
+#[test]
+fn the_metering_profile_is_an_option_and_the_pages_are_printed() {
+    let line = |out: &str, prefix: &str| -> String {
+        out.lines()
+            .find(|l| l.starts_with(prefix))
+            .unwrap_or_else(|| panic!("no `{prefix}` line in {out}"))
+            .to_string()
+    };
+    let args = ["create_user", r#"("alice", "alice@example.com")"#];
+    let (ok, old, err) = call(&args);
+    assert!(ok, "{old}\n{err}");
+    assert!(line(&old, "metering: ").starts_with("metering: pocketic-13 ("));
+    assert!(line(&old, "heap: ").starts_with("heap: accessed 0 Wasm pages [-]"));
+    let mut with = vec!["--metering", "ic-dmt-0441fbd7"];
+    with.extend(args);
+    let (ok, new, err) = call(&with);
+    assert!(ok, "{new}\n{err}");
+    assert!(line(&new, "metering: ").starts_with("metering: ic-dmt-0441fbd7 ("));
+    let heap = line(&new, "heap: ");
+    assert!(!heap.starts_with("heap: accessed 0 "), "{heap}");
+    // The page charges are 80,000 per tracker event; the old rules' are 1,000 per page.
+    let charged = |out: &str| -> u64 {
+        line(out, "page instructions: ")
+            .trim_start_matches("page instructions: ")
+            .parse()
+            .unwrap()
+    };
+    assert_eq!(charged(&new) % 80_000, 0, "{new}");
+    assert_eq!(charged(&old) % 1_000, 0, "{old}");
+    assert!(charged(&new) > charged(&old));
+    let out = Command::new(env!("CARGO_BIN_EXE_offline-engine"))
+        .env("OFFLINE_ENGINE_METERING", "pocketic")
+        .arg("call")
+        .arg(wasm())
+        .args(args)
+        .output()
+        .expect("offline-engine runs");
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains(
+            "unknown metering profile `pocketic`; the profiles are: pocketic-13, ic-dmt-0441fbd7"
+        ),
+        "{err}"
+    );
+}

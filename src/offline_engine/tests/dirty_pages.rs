@@ -3,11 +3,12 @@
 //! whole heap with its shadow (`Canister::set_dirty_page_check`, which also requires the heap to
 //! equal the shadow after every commit and rollback). Randomized stores of every width, bulk
 //! operations, growth, System API writes, traps, queries and upgrades, in wasm32 and wasm64;
-//! then the project's canister.
+//! then the project's canister. Both metering profiles: with the memory tracker the pages to
+//! compare come from its map instead of the written-page map.
 
 mod common;
 use common::*;
-use offline_engine::{Canister, MessageResult, Settings};
+use offline_engine::{Canister, MessageResult, Metering, Settings};
 
 /// An interpreter of 16-byte ops `[op, x, y, z]` (u32 little-endian) read from the argument,
 /// which `canister_update run` / `canister_query run` first copy to address 0.
@@ -355,8 +356,10 @@ fn encode(ops: &[Op]) -> Vec<u8> {
         .collect()
 }
 
-fn randomized(wasm64: bool, seed: u64, messages: usize) {
-    let (engine, mut c, _) = install_with(&interpreter(wasm64), Settings::default());
+fn randomized(wasm64: bool, seed: u64, messages: usize, metering: Metering) {
+    let engine = engine_metering(metering);
+    let p = program(&engine, &interpreter(wasm64));
+    let (mut c, _) = Canister::install(&engine, &p, &[], Settings::default()).expect("installs");
     c.set_dirty_page_check(true);
     let program = c.program().clone();
     let mut model = Model::new();
@@ -427,12 +430,22 @@ fn randomized(wasm64: bool, seed: u64, messages: usize) {
 
 #[test]
 fn randomized_messages_wasm32() {
-    randomized(false, 0x5eed_0001, 400);
+    randomized(false, 0x5eed_0001, 400, Metering::POCKET_IC_13);
 }
 
 #[test]
 fn randomized_messages_wasm64() {
-    randomized(true, 0x5eed_0064, 400);
+    randomized(true, 0x5eed_0064, 400, Metering::POCKET_IC_13);
+}
+
+#[test]
+fn randomized_messages_wasm32_with_the_memory_tracker() {
+    randomized(false, 0x5eed_0101, 400, Metering::IC_DMT);
+}
+
+#[test]
+fn randomized_messages_wasm64_with_the_memory_tracker() {
+    randomized(true, 0x5eed_0164, 400, Metering::IC_DMT);
 }
 
 /// The host-time benchmark's canister: its update writes eight pages in 688 instructions, at
@@ -451,11 +464,20 @@ fn host_time_benchmark_measures_the_same_message_at_every_size() {
 /// unbatched writes, a flush by the timer, queries and an upgrade, with the full comparison on.
 #[test]
 fn bench_canister_dirty_pages_match_the_full_comparison() {
+    bench_canister_dirty_pages(Metering::POCKET_IC_13);
+}
+
+#[test]
+fn bench_canister_dirty_pages_match_the_full_comparison_with_the_memory_tracker() {
+    bench_canister_dirty_pages(Metering::IC_DMT);
+}
+
+fn bench_canister_dirty_pages(metering: Metering) {
     let path = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR"))
         .join("../../target/canister/bench_canister.wasm");
     let wasm = std::fs::read(&path)
         .unwrap_or_else(|e| panic!("{}: {e}; build it with scripts/build.sh", path.display()));
-    let engine = engine();
+    let engine = engine_metering(metering);
     let program = engine.load(&wasm).expect("loads");
     // `(opt record {})`: default settings.
     let init = hex_decode("4449444c026e016c00010001");

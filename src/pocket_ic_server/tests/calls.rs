@@ -145,6 +145,7 @@ fn instruction_counts_and_fees_equal_the_engine_s_run_of_the_same_calls() {
     let engine = Engine::new(EngineConfig {
         cache: false,
         cache_dir: None,
+        ..EngineConfig::default()
     })
     .unwrap();
     let mut subnet = Subnet::new(SubnetConfig::APPLICATION, 0);

@@ -251,6 +251,7 @@ fn instruction_counts_equal_the_engine_s_direct_run() {
     let engine = Engine::new(EngineConfig {
         cache: false,
         cache_dir: None,
+        ..EngineConfig::default()
     })
     .unwrap();
     let program = engine.load(&wasm()).unwrap();
@@ -707,6 +708,7 @@ fn fees_are_charged_as_the_engine_charges() {
     let engine = Engine::new(EngineConfig {
         cache: false,
         cache_dir: None,
+        ..EngineConfig::default()
     })
     .unwrap();
     let program = engine.load(&wasm()).unwrap();

@@ -19,7 +19,7 @@ use crate::fees::{IC_2025, ingress_bytes};
 use crate::messages::{CanisterMessage, Ingress, Payload, Request, Response};
 use crate::queues::Input;
 use crate::system_api::{ApiType, OutgoingCall};
-use crate::types::{Execution, MessageResult, reject_code};
+use crate::types::{Execution, MessageResult, PageUse, reject_code};
 use crate::user_error::{canister_error, principal_text};
 
 /// Upper bound on executions one [`Canister::tick`] performs.
@@ -537,6 +537,7 @@ impl Canister {
                 billed_instructions: 0,
                 heap_dirty_pages: 0,
                 stable_dirty_pages: 0,
+                pages: PageUse::default(),
                 logs: Vec::new(),
                 wall_time: Duration::ZERO,
             },

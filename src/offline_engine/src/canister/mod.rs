@@ -3,7 +3,8 @@
 //!
 //! One wasmtime instance is kept across messages. A shadow copy of the heap (as of the last
 //! committed message) gives the dirty-page count of each message and lets a trapped message or
-//! a query be undone page by page; only the pages the written-page map names are compared
+//! a query be undone page by page; only the pages the written-page map names (with the memory
+//! tracker: the Wasm pages it saw written) are compared
 //! (`crate::heap`). When the memory grew in such a message, the instance is re-created and the
 //! pages committed since instantiation are copied back from the shadow (the IC itself
 //! re-instantiates for every message, so tables are not persistent there either). Stable memory
@@ -23,15 +24,16 @@ use crate::error::EngineError;
 use crate::fees::{IC_2025, ingress_bytes};
 use crate::heap::{DirtyMap, HeapShadow, take_written_pages};
 use crate::instrument::{
-    COUNTER_EXPORT, DIRTY_MAP_EXPORT, MEMORY_EXPORT, START_EXPORT, TABLE_EXPORT,
+    COUNTER_EXPORT, DIRTY_MAP_EXPORT, MEMORY_EXPORT, START_EXPORT, TABLE_EXPORT, TRACKER_EXPORT,
 };
-use crate::linker::{DirtyMapMemory, MemoryLimiter, StoreData};
+use crate::linker::{DirtyMapMemory, MemoryLimiter, PageTracker, StoreData, TrackerMemory};
 use crate::messages::CanisterMessage;
 use crate::profile::{ProfState, Profile};
 use crate::queues::InputQueues;
 use crate::stable::{MAX_STABLE_WASM_PAGES, OS_PAGE, StableMemory, WASM_PAGE};
 use crate::system_api::{ApiType, MessageCtx, SystemApi, SystemState, TrapCause};
-use crate::types::{ANONYMOUS, Execution, MessageResult, Settings, reject_code};
+use crate::tracker::{StablePages, TrackerMap, Tracking};
+use crate::types::{ANONYMOUS, Execution, MessageResult, PageUse, Settings, reject_code};
 
 /// Handles into the current instance.
 struct Handles {
@@ -64,6 +66,13 @@ pub struct Canister {
     check_dirty_pages: bool,
     /// The profile of the last execution (profiled programs).
     last_profile: Option<Profile>,
+    /// The pages the memory tracker charged in the current message so far (all its entry
+    /// points).
+    pages: PageUse,
+    /// With the memory tracker: the heap's Wasm pages the message may have written (those it
+    /// charged a write for; in an execution that ignores modifications, every page it touched),
+    /// which commit and rollback compare instead of the written-page map's.
+    written_wasm_pages: Vec<u64>,
 }
 
 impl std::fmt::Debug for Canister {
@@ -81,6 +90,10 @@ fn placeholder_data() -> StoreData {
         counter: None,
         memory: None,
         dirty_map: None,
+        heap_touches: Vec::new(),
+        pages: None,
+        stable_new_dirty_page: 0,
+        stable_dirty_charged: 0,
         profiler: None,
         api: SystemApi {
             sys: SystemState {
@@ -120,11 +133,37 @@ fn instantiate(
             memory,
             layout: DirtyMap::for_memory(program.inner.info.memory64),
         });
-    if memory.is_some() && dirty_map.is_none() {
+    // With the memory tracker its map names the written pages instead.
+    if memory.is_some() && dirty_map.is_none() && program.inner.metering.tracker.is_none() {
         return Err(EngineError::Module(
             "instrumented module lacks its written-page map".into(),
         ));
     }
+    let memory64 = program.inner.info.memory64;
+    let pages = match program.inner.metering.tracker {
+        Some(t) => {
+            let heap = instance
+                .get_memory(&mut store, TRACKER_EXPORT)
+                .map(|memory| TrackerMemory {
+                    memory,
+                    layout: TrackerMap::for_memory(memory64),
+                });
+            if memory.is_some() && heap.is_none() {
+                return Err(EngineError::Module(
+                    "instrumented module lacks its tracker map".into(),
+                ));
+            }
+            Some(PageTracker {
+                heap,
+                heap_charge: t.wasm_page_charge(memory64),
+                stable_charge: t.wasm_page_charge(false),
+                stable: StablePages::default(),
+                tracking: Tracking::Track,
+                stable_accessed_limit: t.stable_accessed_limit.message,
+            })
+        }
+        None => None,
+    };
     let table = instance.get_table(&mut store, TABLE_EXPORT);
     let counter = instance
         .get_global(&mut store, COUNTER_EXPORT)
@@ -139,6 +178,8 @@ fn instantiate(
     store.data_mut().counter = Some(counter);
     store.data_mut().memory = memory;
     store.data_mut().dirty_map = dirty_map;
+    store.data_mut().pages = pages;
+    store.data_mut().stable_new_dirty_page = program.inner.metering.stable_new_dirty_page;
     // Keep the functions of this instance reachable by name.
     let funcs: HashMap<String, Func> = program
         .inner
@@ -226,6 +267,10 @@ impl Canister {
             counter: None,
             memory: None,
             dirty_map: None,
+            heap_touches: Vec::new(),
+            pages: None,
+            stable_new_dirty_page: 0,
+            stable_dirty_charged: 0,
             profiler: None,
             api: SystemApi {
                 sys: SystemState {
@@ -271,6 +316,8 @@ impl Canister {
             next_id: 1,
             check_dirty_pages: false,
             last_profile: None,
+            pages: PageUse::default(),
+            written_wasm_pages: Vec::new(),
         };
         let exec =
             canister.run_install_entry_points(init_arg, "canister_init", "canister_init", 0)?;
@@ -530,6 +577,8 @@ impl Canister {
         };
         let profiled = self.program.is_profiled();
         self.last_profile = None;
+        self.pages = PageUse::default();
+        self.written_wasm_pages.clear();
         let data = self.store.data_mut();
         data.api.msg = msg;
         data.api.trap = None;
@@ -568,8 +617,10 @@ impl Canister {
             limiter.other_bytes = other;
             limiter.trap = None;
         }
+        self.start_tracking();
         let store = &mut self.store;
         let result = on_big_stack(move || func.call(store, params, &mut []))?;
+        self.take_tracked_pages();
         let grow_trap = {
             let limiter = &mut self.store.data_mut().limiter;
             limiter.active = false;
@@ -601,7 +652,79 @@ impl Canister {
         }
     }
 
-    /// Instructions executed in the current message so far.
+    /// Prepares the memory tracker for an execution (an entry point): the replica tracks each
+    /// with a fresh tracker, in the mode its kind of execution asks for.
+    fn start_tracking(&mut self) {
+        let mode = self.store.data().api.msg.api_type;
+        let tracking = match mode {
+            ApiType::ReplicatedQuery | ApiType::NonReplicatedQuery | ApiType::InspectMessage => {
+                Tracking::Ignore
+            }
+            _ => Tracking::Track,
+        };
+        let Some(t) = self.program.inner.metering.tracker else {
+            return;
+        };
+        let limits = t.stable_accessed_limit;
+        let stable_limit = match mode {
+            ApiType::Start | ApiType::Init | ApiType::PreUpgrade => limits.upgrade,
+            ApiType::ReplicatedQuery
+            | ApiType::NonReplicatedQuery
+            | ApiType::CompositeQuery
+            | ApiType::InspectMessage => limits.query,
+            _ => limits.message,
+        };
+        let heap = match self.store.data_mut().pages.as_mut() {
+            Some(p) => {
+                p.tracking = tracking;
+                p.stable_accessed_limit = stable_limit;
+                p.heap
+            }
+            None => None,
+        };
+        if let Some(h) = heap {
+            h.layout
+                .set_mode(h.memory.data_mut(&mut self.store), tracking);
+        }
+    }
+
+    /// Takes the pages charged in the execution that just ran into the message's [`PageUse`]:
+    /// the new dirty stable pages (the rules of PocketIC 13), the memory tracker's pages
+    /// (clearing its states).
+    fn take_tracked_pages(&mut self) {
+        self.pages.instructions += std::mem::take(&mut self.store.data_mut().stable_dirty_charged);
+        let heap = match self.store.data_mut().pages.as_mut() {
+            Some(p) => {
+                let (accessed, dirty) = p.stable.take();
+                let charge = (accessed.len() + dirty.len()) as u64 * p.stable_charge;
+                self.pages.instructions += charge;
+                self.pages.stable.accessed.extend(accessed);
+                self.pages.stable.dirty.extend(dirty);
+                p.heap.map(|h| (h, p.heap_charge, p.tracking))
+            }
+            None => None,
+        };
+        if let Some((h, charge, tracking)) = heap {
+            let (accessed, dirty) = h.layout.take(h.memory.data_mut(&mut self.store));
+            self.pages.instructions += (accessed.len() + dirty.len()) as u64 * charge;
+            self.written_wasm_pages.extend(match tracking {
+                Tracking::Track => &dirty,
+                Tracking::Ignore => &accessed,
+            });
+            self.pages.heap.accessed.extend(accessed);
+            self.pages.heap.dirty.extend(dirty);
+        }
+        for m in [&mut self.pages.heap, &mut self.pages.stable] {
+            m.accessed.sort_unstable();
+            m.dirty.sort_unstable();
+        }
+    }
+
+    /// Instructions executed in the current message so far. Without the memory tracker the
+    /// count is capped at the limit (a message ends at its limit); the tracker charges pages
+    /// without checking the counter, so with it a message that ends before the next check may
+    /// have used more (the replica's instrumentation test `charge_for_heap_pages` succeeds with
+    /// a limit of 100 instructions and a page charge of 160,000).
     fn used(&mut self) -> u64 {
         let limit = self.store.data().api.msg.limit;
         if matches!(
@@ -611,23 +734,45 @@ impl Canister {
             return limit;
         }
         let v = self.handles.counter.get(&mut self.store).i64().unwrap_or(0);
-        (i64::try_from(limit).unwrap_or(i64::MAX).saturating_sub(v)).clamp(0, limit as i64) as u64
+        let used = i64::try_from(limit).unwrap_or(i64::MAX).saturating_sub(v);
+        let cap = if self.program.inner.metering.tracker.is_some() {
+            i64::MAX
+        } else {
+            limit as i64
+        };
+        used.clamp(0, cap) as u64
     }
 
+    /// Instructions per changed 4 KiB heap page billed after the message.
     fn dirty_page_cost(&self) -> u64 {
-        if self.program.inner.info.memory64 {
-            4_000
-        } else {
-            1_000
-        }
+        self.program
+            .inner
+            .metering
+            .heap_changed_page_cost(self.program.inner.info.memory64)
     }
 
     /// Reads and clears the written-page map: the heap pages the message may have changed.
+    /// With the memory tracker, the OS pages of the Wasm pages it saw written instead (its
+    /// Wasm pages cover every byte an access wrote, across page boundaries too).
     fn written_pages(&mut self) -> Vec<u64> {
-        let (Some(m), Some(map)) = (self.handles.memory, self.handles.dirty_map) else {
+        let Some(m) = self.handles.memory else {
             return Vec::new();
         };
         let heap_pages = m.data_size(&self.store) as u64 / OS_PAGE;
+        if self.program.inner.metering.tracker.is_some() {
+            let mut wasm_pages = std::mem::take(&mut self.written_wasm_pages);
+            wasm_pages.sort_unstable();
+            wasm_pages.dedup();
+            let per = WASM_PAGE / OS_PAGE;
+            return wasm_pages
+                .into_iter()
+                .flat_map(|p| p * per..(p + 1) * per)
+                .filter(|&p| p < heap_pages)
+                .collect();
+        }
+        let Some(map) = self.handles.dirty_map else {
+            return Vec::new();
+        };
         take_written_pages(map.layout, map.memory.data_mut(&mut self.store), heap_pages)
     }
 
@@ -658,17 +803,18 @@ impl Canister {
         Ok(())
     }
 
-    /// Keeps the message's heap, globals and stable changes; returns heap and stable dirty pages.
-    fn commit(&mut self) -> Result<(u64, u64), EngineError> {
+    /// Keeps the message's heap, globals and stable changes; returns the heap and stable pages
+    /// it changed.
+    fn commit(&mut self) -> Result<(Vec<u64>, Vec<u64>), EngineError> {
         let heap = match self.handles.memory {
             Some(m) => {
                 let pages = self.written_pages();
                 let full = self.full_scan_count();
-                let n = self.shadow.commit_pages(m.data(&self.store), &pages);
-                self.check_dirty("commit", n, full)?;
-                n
+                let dirty = self.shadow.commit_pages(m.data(&self.store), &pages);
+                self.check_dirty("commit", dirty.len() as u64, full)?;
+                dirty
             }
-            None => 0,
+            None => Vec::new(),
         };
         self.globals_snapshot = self
             .handles
@@ -680,9 +826,9 @@ impl Canister {
         Ok((heap, stable))
     }
 
-    /// Undoes the message's heap, globals and stable changes; returns the dirty page counts
-    /// the message had.
-    fn rollback(&mut self) -> Result<(u64, u64), EngineError> {
+    /// Undoes the message's heap, globals and stable changes; returns the heap and stable pages
+    /// the message had changed.
+    fn rollback(&mut self) -> Result<(Vec<u64>, Vec<u64>), EngineError> {
         let stable = self.store.data_mut().api.sys.stable.rollback();
         let pages = self.written_pages();
         let heap = self.restore_heap(&pages, "rollback")?;
@@ -698,23 +844,23 @@ impl Canister {
     }
 
     /// Undoes the heap changes of the message whose candidate pages are `pages`; returns the
-    /// number of pages that were dirty.
-    fn restore_heap(&mut self, pages: &[u64], what: &str) -> Result<u64, EngineError> {
+    /// pages that were dirty.
+    fn restore_heap(&mut self, pages: &[u64], what: &str) -> Result<Vec<u64>, EngineError> {
         let full = self.full_scan_count();
-        let n = match self.handles.memory {
+        let dirty = match self.handles.memory {
             Some(m) if m.data_size(&self.store) == self.shadow.len() => {
                 let data = m.data_mut(&mut self.store);
                 self.shadow.restore_pages(data, pages)
             }
             Some(m) => {
-                let n = self.shadow.dirty_pages_among(m.data(&self.store), pages);
+                let dirty = self.shadow.dirty_pages_among(m.data(&self.store), pages);
                 self.reinstantiate()?;
-                n
+                dirty
             }
-            None => 0,
+            None => Vec::new(),
         };
-        self.check_dirty(what, n, full)?;
-        Ok(n)
+        self.check_dirty(what, dirty.len() as u64, full)?;
+        Ok(dirty)
     }
 
     /// Re-creates the instance with the committed heap (used when a rolled-back message grew
@@ -864,17 +1010,18 @@ impl Canister {
         let pre_dirty = match self.handles.memory {
             Some(m) => {
                 let full = self.full_scan_count();
-                let n = self
+                let dirty = self
                     .shadow
                     .dirty_pages_among(m.data(&self.store), &pre_pages);
+                let n = dirty.len() as u64;
                 if let Some(full) = full.filter(|&f| f != n) {
                     return Err(EngineError::DirtyPageCheck(format!(
                         "pre-upgrade: {n} dirty pages tracked, {full} found by comparing the whole heap"
                     )));
                 }
-                n
+                dirty
             }
-            None => 0,
+            None => Vec::new(),
         };
         // Move the system state (with the pending stable changes) to a fresh instance.
         let sys = std::mem::replace(
@@ -945,8 +1092,13 @@ impl Canister {
             exec.entry = "canister_post_upgrade".into();
             return Ok(exec);
         }
-        exec.heap_dirty_pages += pre_dirty;
-        exec.billed_instructions += pre_dirty * self.dirty_page_cost();
+        // The pre-upgrade hook changed the old heap; the new heap's pages are another memory.
+        let pre_charge = pre_dirty.len() as u64 * self.dirty_page_cost();
+        exec.heap_dirty_pages += pre_dirty.len() as u64;
+        exec.billed_instructions += pre_charge;
+        exec.pages.instructions += pre_charge;
+        exec.pages.heap.written.extend(pre_dirty);
+        exec.pages.heap.written.sort_unstable();
         self.store.data_mut().api.sys.version += 1;
         Ok(exec)
     }
@@ -1008,6 +1160,7 @@ impl Canister {
         let mode = self.store.data().api.msg.api_type;
         let logs = std::mem::take(&mut self.store.data_mut().api.msg.logs);
         self.capture_profile(&entry);
+        let mut pages = std::mem::take(&mut self.pages);
         if let Some(message) = trap {
             self.rollback()?;
             return Ok(Execution {
@@ -1017,18 +1170,23 @@ impl Canister {
                 billed_instructions: instructions,
                 heap_dirty_pages: 0,
                 stable_dirty_pages: 0,
+                pages,
                 logs,
                 wall_time: started.elapsed(),
             });
         }
-        let (heap_dirty_pages, stable_dirty_pages) =
-            if mode.replicated() && mode != ApiType::ReplicatedQuery {
-                let counts = self.commit()?;
-                self.apply_effects(context);
-                counts
-            } else {
-                self.rollback()?
-            };
+        let (heap, stable) = if mode.replicated() && mode != ApiType::ReplicatedQuery {
+            let changed = self.commit()?;
+            self.apply_effects(context);
+            changed
+        } else {
+            self.rollback()?
+        };
+        let heap_charge = heap.len() as u64 * self.dirty_page_cost();
+        pages.instructions += heap_charge;
+        let (heap_dirty_pages, stable_dirty_pages) = (heap.len() as u64, stable.len() as u64);
+        pages.heap.written = heap;
+        pages.stable.written = stable;
         let result = self
             .store
             .data_mut()
@@ -1041,9 +1199,10 @@ impl Canister {
             entry,
             result,
             instructions,
-            billed_instructions: instructions + heap_dirty_pages * self.dirty_page_cost(),
+            billed_instructions: instructions + heap_charge,
             heap_dirty_pages,
             stable_dirty_pages,
+            pages,
             logs,
             wall_time: started.elapsed(),
         })
@@ -1157,6 +1316,7 @@ impl Canister {
             billed_instructions: 0,
             heap_dirty_pages: 0,
             stable_dirty_pages: 0,
+            pages: PageUse::default(),
             logs: Vec::new(),
             wall_time: Duration::ZERO,
         }
@@ -1273,6 +1433,7 @@ impl Canister {
                 billed_instructions: 0,
                 heap_dirty_pages: 0,
                 stable_dirty_pages: 0,
+                pages: PageUse::default(),
                 logs: Vec::new(),
                 wall_time: Duration::ZERO,
             }));
@@ -1329,6 +1490,7 @@ impl Canister {
             billed_instructions: 0,
             heap_dirty_pages: 0,
             stable_dirty_pages: 0,
+            pages: PageUse::default(),
             logs,
             wall_time: started.elapsed(),
         }))

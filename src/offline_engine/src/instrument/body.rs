@@ -7,10 +7,15 @@ use wasmparser::Operator;
 
 use super::InstrumentError;
 use super::dirty::{
-    SCRATCH_TYPES, Scratch, emit_bulk_mark, emit_store_mark, heap_bulk, heap_store,
+    SCRATCH_TYPES, Scratch, Taken, bulk_locals, check_locals, emit_bulk_mark, emit_store_mark,
+    heap_bulk, heap_store,
 };
 use super::indices::{ProfileHooks, Shift, Special};
 use super::metering::{Charge, emit_dynamic, emit_static, injection_points};
+use super::pages::{
+    CheckLocals, emit_access_check, emit_bulk_touch, heap_access, operand_above_address,
+};
+use super::redundant::redundant_checks;
 
 /// What the body instrumentation needs to know about the module and the function.
 pub(super) struct BodyContext {
@@ -47,6 +52,7 @@ pub(super) fn instrument_body(
         &ops,
         special.profile.is_some(),
         special.dirty.is_some(),
+        special.pages.is_some(),
         cx.wasm64,
     );
     for (ty, n) in SCRATCH_TYPES.iter().zip(counts) {
@@ -61,6 +67,10 @@ pub(super) fn instrument_body(
     let mut f = Function::new(locals);
 
     let points = injection_points(&ops, cx.wasm64);
+    let redundant = match special.pages {
+        Some(_) => redundant_checks(&ops),
+        None => Vec::new(),
+    };
     let mut next_point = points.iter().peekable();
     if let Some(p) = special.profile {
         // Before the entry block's charge, so that the entry block counts for this function.
@@ -75,11 +85,46 @@ pub(super) fn instrument_body(
                 Charge::Dynamic { operand64 } => emit_dynamic(&mut f, special, operand64),
             }
         }
+        let mut taken = Taken::after(mark_base);
+        if let Some(p) = special.pages {
+            if let Some(access) = heap_access(&op)
+                && !redundant[position]
+            {
+                // A store's value (a lane load's vector) waits in a local while the address is
+                // checked.
+                let value = operand_above_address(&op).map(|ty| scratch.slot(taken.take(ty)));
+                if let Some(v) = value {
+                    f.instruction(&Instruction::LocalSet(v));
+                }
+                let [addr, effective, wide_page, page] = check_locals(&mut taken, cx.wasm64);
+                let locals = CheckLocals {
+                    addr: scratch.slot(addr),
+                    effective: scratch.slot(effective),
+                    wide_page: scratch.slot(wide_page),
+                    page: scratch.slot(page),
+                };
+                emit_access_check(&mut f, p, locals, access, cx.wasm64);
+                if let Some(v) = value {
+                    f.instruction(&Instruction::LocalGet(v));
+                }
+            } else if heap_access(&op).is_some() {
+                // Covered by an earlier check (`redundant_checks`).
+            } else if let Some(types) = heap_bulk(&op, cx.wasm64) {
+                let locals = bulk_locals(&mut taken, types).map(|s| scratch.slot(s));
+                for &l in locals.iter().rev() {
+                    f.instruction(&Instruction::LocalSet(l));
+                }
+                emit_bulk_touch(&mut f, p, &op, locals, types);
+                for &l in &locals {
+                    f.instruction(&Instruction::LocalGet(l));
+                }
+            }
+        }
         if let Some(d) = special.dirty {
             if let Some((ty, offset)) = heap_store(&op) {
-                emit_store_mark(&mut f, d, &scratch, mark_base, ty, offset, cx.wasm64);
+                emit_store_mark(&mut f, d, &scratch, &mut taken, ty, offset, cx.wasm64);
             } else if let Some(types) = heap_bulk(&op, cx.wasm64) {
-                emit_bulk_mark(&mut f, d, &scratch, mark_base, types);
+                emit_bulk_mark(&mut f, d, &scratch, &mut taken, types);
             }
         }
         let after_call = match special.profile {

@@ -169,7 +169,7 @@ fn type_slot(ty: ValType) -> usize {
 
 /// One scratch local: the `n`-th of type `ty`.
 #[derive(Debug, Clone, Copy)]
-struct Slot {
+pub(super) struct Slot {
     ty: ValType,
     n: u32,
 }
@@ -187,21 +187,21 @@ impl Scratch {
         self.first + self.counts[..slot].iter().sum::<u32>() + n
     }
 
-    fn slot(&self, s: Slot) -> u32 {
+    pub(super) fn slot(&self, s: Slot) -> u32 {
         self.local(s.ty, s.n)
     }
 }
 
 /// Hands out the scratch locals of one injected sequence in order: each takes the next local of
 /// its type. The i32 locals start after the `base` ones the profiler reserves.
-struct Taken([u32; 5]);
+pub(super) struct Taken([u32; 5]);
 
 impl Taken {
-    fn after(base: u32) -> Self {
+    pub(super) fn after(base: u32) -> Self {
         Taken([base, 0, 0, 0, 0])
     }
 
-    fn take(&mut self, ty: ValType) -> Slot {
+    pub(super) fn take(&mut self, ty: ValType) -> Slot {
         let slot = type_slot(ty);
         let n = self.0[slot];
         self.0[slot] += 1;
@@ -235,38 +235,61 @@ fn store_locals(taken: &mut Taken, ty: ValType, address: Address) -> StoreLocals
 }
 
 /// The scratch locals of a bulk operation's marking: one per operand.
-fn bulk_locals(taken: &mut Taken, types: [ValType; 3]) -> [Slot; 3] {
+pub(super) fn bulk_locals(taken: &mut Taken, types: [ValType; 3]) -> [Slot; 3] {
     types.map(|ty| taken.take(ty))
 }
 
 /// Which scratch locals the injected code for `ops` needs (see [`emit_store_mark`],
 /// [`emit_bulk_mark`], the profiler's depth local when `profile`; the marking's when the module
-/// has a map, `dirty`): the most any one sequence takes of each type.
+/// has a map, `dirty`; the tracker's checks when it has a tracker map, `pages`,
+/// [`super::pages`]): the most any one sequence takes of each type.
 pub(super) fn scratch_counts(
     ops: &[Operator<'_>],
     profile: bool,
     dirty: bool,
+    pages: bool,
     wasm64: bool,
 ) -> [u32; 5] {
     // Profiling reserves i32 #0 for the depth; marking starts after it.
     let base = u32::from(profile);
     let mut counts = [base, 0, 0, 0, 0];
-    if !dirty {
-        return counts;
-    }
     let address = Address { wasm64 };
     for op in ops {
         let mut taken = Taken::after(base);
-        if let Some((ty, _)) = heap_store(op) {
-            store_locals(&mut taken, ty, address);
-        } else if let Some(types) = heap_bulk(op, wasm64) {
-            bulk_locals(&mut taken, types);
+        if pages {
+            if super::pages::heap_access(op).is_some() {
+                if let Some(ty) = super::pages::operand_above_address(op) {
+                    taken.take(ty);
+                }
+                check_locals(&mut taken, wasm64);
+            } else if let Some(types) = heap_bulk(op, wasm64) {
+                bulk_locals(&mut taken, types);
+            }
+        }
+        if dirty {
+            if let Some((ty, _)) = heap_store(op) {
+                store_locals(&mut taken, ty, address);
+            } else if let Some(types) = heap_bulk(op, wasm64) {
+                bulk_locals(&mut taken, types);
+            }
         }
         for (count, used) in counts.iter_mut().zip(taken.0) {
             *count = (*count).max(used);
         }
     }
     counts
+}
+
+/// The scratch locals of a tracker check ([`super::pages::emit_access_check`]): the address,
+/// the effective address, the page index before it is bounded (wasm64) and the page index.
+pub(super) fn check_locals(taken: &mut Taken, wasm64: bool) -> [Slot; 4] {
+    let address = Address { wasm64 };
+    [
+        taken.take(address.ty()),
+        taken.take(address.ty()),
+        taken.take(ValType::I64),
+        taken.take(ValType::I32),
+    ]
 }
 
 /// The heap's address type: i32 in wasm32, i64 in wasm64.
@@ -316,13 +339,13 @@ pub(super) fn emit_store_mark(
     f: &mut Function,
     d: DirtyHooks,
     x: &Scratch,
-    base: u32,
+    taken: &mut Taken,
     ty: ValType,
     offset: u64,
     wasm64: bool,
 ) {
     let address = Address { wasm64 };
-    let locals = store_locals(&mut Taken::after(base), ty, address);
+    let locals = store_locals(taken, ty, address);
     let (page, addr, value) = (
         x.slot(locals.page),
         x.slot(locals.addr),
@@ -371,10 +394,10 @@ pub(super) fn emit_bulk_mark(
     f: &mut Function,
     d: DirtyHooks,
     x: &Scratch,
-    base: u32,
+    taken: &mut Taken,
     types: [ValType; 3],
 ) {
-    let locals = bulk_locals(&mut Taken::after(base), types).map(|s| x.slot(s));
+    let locals = bulk_locals(taken, types).map(|s| x.slot(s));
     let extend = |f: &mut Function, ty: ValType| {
         if ty == ValType::I32 {
             f.instruction(&Instruction::I64ExtendI32U);

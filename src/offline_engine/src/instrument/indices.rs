@@ -4,6 +4,7 @@
 use wasm_encoder::reencode::Reencode;
 
 use super::dirty::DirtyHooks;
+use super::pages::PageHooks;
 
 /// Shifts function indices by the number of injected imports; everything else round-trips.
 pub(super) struct Shift(pub(super) u32);
@@ -28,6 +29,8 @@ pub(super) struct Special {
     pub(super) dirty: Option<DirtyHooks>,
     /// The profiler's hooks, when profiling.
     pub(super) profile: Option<ProfileHooks>,
+    /// The tracker map and its helpers, in profiles with the memory tracker and a heap.
+    pub(super) pages: Option<PageHooks>,
 }
 
 /// The profiler's hooks: function indices of the injected imports.

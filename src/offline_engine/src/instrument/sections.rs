@@ -14,13 +14,15 @@ use super::body::{BodyContext, instrument_body};
 use super::dirty::{DirtyHooks, mark_range_helper};
 use super::indices::{ProfileHooks, Shift, Special};
 use super::metering::decrement_helper;
+use super::pages::{PageHooks, touch_copy_helper, touch_helper};
 use super::scan::Scan;
 use super::{
     COUNTER_EXPORT, DIRTY_MAP_EXPORT, INJECTED_MODULE, InstrumentError, MEMORY_EXPORT,
     OUT_OF_INSTRUCTIONS, Options, PROFILE_ENTER, PROFILE_RETURN, PROFILE_TAIL, START_EXPORT,
-    TABLE_EXPORT,
+    TABLE_EXPORT, TRACKER_EXPORT,
 };
 use crate::heap::DirtyMap;
+use crate::tracker::TrackerMap;
 
 /// Where the injected pieces go in the instrumented module.
 pub(super) struct Layout {
@@ -36,12 +38,15 @@ pub(super) struct Layout {
 }
 
 /// Injected types, after the module's own: `out_of_instructions`, the decrement helper, the
-/// range-marking helper, the profiler's entry hook, its return and tail hooks.
+/// range-marking helper, the profiler's entry hook, its return and tail hooks; with the tracker,
+/// its two helpers.
 const OOI_TYPE: u32 = 0;
 const HELPER_TYPE: u32 = 1;
 const MARK_TYPE: u32 = 2;
 const ENTER_TYPE: u32 = 3;
 const HOOK_TYPE: u32 = 4;
+const TOUCH_TYPE: u32 = 5;
+const TOUCH_COPY_TYPE: u32 = 6;
 
 impl Layout {
     pub(super) fn new(s: &Scan, options: Options) -> Self {
@@ -52,7 +57,7 @@ impl Layout {
             counter_global: s.num_globals,
             out_of_instructions: 0,
             decrement_helper: first_helper,
-            dirty: (s.num_memories > 0).then(|| DirtyHooks {
+            dirty: (s.num_memories > 0 && options.tracker.is_none()).then(|| DirtyHooks {
                 memory: 1,
                 mark_range: first_helper + 1,
                 layout: DirtyMap::for_memory(s.memory64),
@@ -62,6 +67,16 @@ impl Layout {
                 ret: 2,
                 tail: 3,
             }),
+            pages: options
+                .tracker
+                .filter(|_| s.num_memories > 0)
+                .map(|t| PageHooks {
+                    memory: 1,
+                    touch: first_helper + 1,
+                    touch_copy: first_helper + 2,
+                    layout: TrackerMap::for_memory(s.memory64),
+                    charge: t.wasm_page_charge(s.memory64),
+                }),
         };
         let mut mutable_global_names = Vec::new();
         let mut extra_global_exports = Vec::new();
@@ -97,6 +112,11 @@ impl Layout {
         types.ty().function([ValType::I64, ValType::I64], []);
         types.ty().function([ValType::I32], [ValType::I32]);
         types.ty().function([ValType::I32], []);
+        if self.special.pages.is_some() {
+            let i64 = ValType::I64;
+            types.ty().function([i64, i64, i64, ValType::I32], []);
+            types.ty().function([i64, i64, i64], []);
+        }
         Ok(types)
     }
 
@@ -135,6 +155,10 @@ impl Layout {
         functions.function(self.first_type + HELPER_TYPE);
         if self.special.dirty.is_some() {
             functions.function(self.first_type + MARK_TYPE);
+        }
+        if self.special.pages.is_some() {
+            functions.function(self.first_type + TOUCH_TYPE);
+            functions.function(self.first_type + TOUCH_COPY_TYPE);
         }
         Ok(functions)
     }
@@ -203,6 +227,9 @@ impl Layout {
         if let Some(d) = self.special.dirty {
             exports.export(DIRTY_MAP_EXPORT, ExportKind::Memory, d.memory);
         }
+        if let Some(p) = self.special.pages {
+            exports.export(TRACKER_EXPORT, ExportKind::Memory, p.memory);
+        }
         exports.export(
             COUNTER_EXPORT,
             ExportKind::Global,
@@ -219,8 +246,11 @@ impl Layout {
     ) -> Result<wasm_encoder::MemorySection, InstrumentError> {
         let mut m = wasm_encoder::MemorySection::new();
         re.parse_memory_section(&mut m, section)?;
-        if let Some(d) = self.special.dirty {
-            let pages = d.layout.wasm_pages();
+        let maps = [
+            self.special.dirty.map(|d| d.layout.wasm_pages()),
+            self.special.pages.map(|p| p.layout.wasm_pages()),
+        ];
+        for pages in maps.into_iter().flatten() {
             m.memory(wasm_encoder::MemoryType {
                 minimum: pages,
                 maximum: Some(pages),
@@ -336,6 +366,12 @@ impl Writer<'_> {
             self.code.function(&decrement_helper(special));
             if let Some(d) = special.dirty {
                 self.code.function(&mark_range_helper(d));
+            }
+            if let Some(p) = special.pages {
+                let wasm64 = self.s.memory64;
+                self.code
+                    .function(&touch_helper(p, special.counter_global, wasm64));
+                self.code.function(&touch_copy_helper(p, wasm64));
             }
             self.out.section(&self.code);
         }

@@ -202,17 +202,34 @@ const EVERY_INJECTION: &str = r#"(module
   (func $start (call $control (ADDR.const 0)))
   (start $start))"#;
 
+/// Loads of every width, for the tracker's checks (added to [`EVERY_INJECTION`] in the cases
+/// with the tracker, so that the digests without it stay those of before the tracker).
+const LOADS: &str = r#"(func $loads (param $a ADDR)
+    (drop (i32.load8_u (local.get $a)))
+    (drop (i32.load16_s offset=65535 (local.get $a)))
+    (drop (i32.load (local.get $a)))
+    (drop (i64.load offset=8 (local.get $a)))
+    (drop (f32.load (local.get $a)))
+    (drop (f64.load (local.get $a)))
+    (drop (v128.load offset=16 (local.get $a)))
+    (drop (v128.load32_zero (local.get $a)))
+    (drop (v128.load8_lane 1 (local.get $a) (v128.const i64x2 0 0))))
+  (func $tail_import"#;
+
 const TABLE_OPS: &str = "(table.fill (i32.const 0) (ref.func $stores) (i32.const 2))
     (table.copy (i32.const 1) (i32.const 0) (i32.const 1))";
 
 /// SHA-256 of the instrumented module, hex.
-fn instrumented_sha256(wat: &str, profile: bool) -> String {
+fn instrumented_sha256(wat: &str, profile: bool, tracker: bool) -> String {
     use sha2::Digest;
     let wasm = wat::parse_str(wat).unwrap();
     wasmparser::Validator::new_with_features(wasmparser::WasmFeatures::all())
         .validate_all(&wasm)
         .unwrap();
-    let out = instrument_with(&wasm, &accept_all, Options { profile }).unwrap();
+    let tracker = tracker
+        .then_some(crate::metering::Metering::IC_DMT.tracker)
+        .flatten();
+    let out = instrument_with(&wasm, &accept_all, Options { profile, tracker }).unwrap();
     wasmparser::Validator::new_with_features(wasmparser::WasmFeatures::all())
         .validate_all(&out.wasm)
         .unwrap();
@@ -225,41 +242,144 @@ fn instrumented_sha256(wat: &str, profile: bool) -> String {
 /// means to move them.
 #[test]
 fn instrumented_bytes_are_pinned() {
+    // (address type, profiler hooks, memory tracker, digest). Without the tracker the digests
+    // are those of the engine before it had metering profiles: the rules of PocketIC 13 are
+    // instrumented byte for byte as before.
     let cases = [
         (
             "i32",
+            false,
             false,
             "e9bda9360fdaf6e0d01ef9529594dc64c9ed63805d579883f760402c7382dec1",
         ),
         (
             "i32",
             true,
+            false,
             "3236f6aa069ff8b6bb57ba5817a7cae6a27f30cef5d659b473115005bddd8679",
         ),
         (
             "i64",
+            false,
             false,
             "4463ca6a2e1476bdb015b853e198fc29d074d427f8567bbcc599138bd510cad7",
         ),
         (
             "i64",
             true,
+            false,
             "399b676c0ceb55908967ca321e88135599885b00375f841594bfc425cbc0ca03",
         ),
+        (
+            "i32",
+            false,
+            true,
+            "f54ca8f55294686550c9ed41355de8b920bd6bcd5488c24a6a763de41dccc849",
+        ),
+        (
+            "i32",
+            true,
+            true,
+            "cb482c0dfe9e898c270047b22f1acd6b2213e114835aeac45f05c1569df373e9",
+        ),
+        (
+            "i64",
+            false,
+            true,
+            "11a0c1ffd2de62cc85e0a4409e6701a38533ad0ba3ebc1d228d5e74211172b4f",
+        ),
+        (
+            "i64",
+            true,
+            true,
+            "6337f26de3aabb708684aa787af1ec4785bece2000d656cc1dda40e0ac006b65",
+        ),
     ];
-    let got: Vec<(&str, bool, String)> = cases
+    let got: Vec<(&str, bool, bool, String)> = cases
         .iter()
-        .map(|&(addr, profile, _)| {
+        .map(|&(addr, profile, tracker, _)| {
             let table_ops = if addr == "i32" { TABLE_OPS } else { "" };
-            let wat = EVERY_INJECTION
-                .replace("ADDR", addr)
-                .replace("TABLE_OPS", table_ops);
-            (addr, profile, instrumented_sha256(&wat, profile))
+            let mut wat = EVERY_INJECTION.to_string();
+            if tracker {
+                wat = wat.replace("(func $tail_import", LOADS);
+            }
+            let wat = wat.replace("ADDR", addr).replace("TABLE_OPS", table_ops);
+            (
+                addr,
+                profile,
+                tracker,
+                instrumented_sha256(&wat, profile, tracker),
+            )
         })
         .collect();
-    let want: Vec<(&str, bool, String)> = cases
+    let want: Vec<(&str, bool, bool, String)> = cases
         .iter()
-        .map(|&(addr, profile, digest)| (addr, profile, digest.to_string()))
+        .map(|&(addr, profile, tracker, digest)| (addr, profile, tracker, digest.to_string()))
         .collect();
     assert_eq!(got, want);
+}
+
+/// The heap accesses of the first function body of `wat`, in order: whether each one's check is
+/// skipped (`redundant::redundant_checks`).
+fn skipped(wat: &str) -> Vec<bool> {
+    let wasm = wat::parse_str(wat).unwrap();
+    let ops = ops_of_first_body(&wasm);
+    let redundant = super::redundant::redundant_checks(&ops);
+    ops.iter()
+        .zip(redundant)
+        .filter(|(op, _)| super::pages::heap_access(op).is_some())
+        .map(|(_, r)| r)
+        .collect()
+}
+
+#[test]
+fn checks_covered_on_every_path_are_skipped() {
+    let f = |body: &str| {
+        format!("(module (memory 1) (func (param $p i32) (param $q i32) (local $v i32) {body}))")
+    };
+    // The same local: a read covers a read within the range checked, not a write; a write
+    // covers both.
+    assert_eq!(
+        skipped(&f("(drop (i32.load offset=8 (local.get $p)))
+                    (drop (i32.load offset=8 (local.get $p)))
+                    (i32.store offset=8 (local.get $p) (i32.const 1))
+                    (drop (i32.load16_u offset=10 (local.get $p)))
+                    (drop (i32.load offset=12 (local.get $p)))
+                    (i32.store8 offset=8 (local.get $p) (local.get $v))")),
+        [false, true, false, true, false, true]
+    );
+    // Assigning the local forgets it; another local is another address.
+    assert_eq!(
+        skipped(&f("(drop (i32.load (local.get $p)))
+                    (drop (i32.load (local.get $q)))
+                    (local.set $p (local.get $q))
+                    (drop (i32.load (local.get $p)))
+                    (drop (i32.load (local.get $q)))")),
+        [false, false, false, true]
+    );
+    // Ranges at most a Wasm page apart merge; further apart they replace each other.
+    assert_eq!(
+        skipped(&f("(drop (i32.load (local.get $p)))
+                    (drop (i32.load offset=65532 (local.get $p)))
+                    (drop (i32.load offset=30000 (local.get $p)))
+                    (drop (i32.load offset=65536 (local.get $p)))
+                    (drop (i32.load offset=30000 (local.get $p)))")),
+        [false, false, true, false, false]
+    );
+    // Where paths meet: both arms of an `if` checked it; a `br_if` out of a block before the
+    // check did not; a loop header knows what held before it unless the loop assigns the local.
+    assert_eq!(
+        skipped(&f(
+            "(if (local.get $q)
+                      (then (drop (i32.load (local.get $p))))
+                      (else (drop (i32.load (local.get $p)))))
+                    (drop (i32.load (local.get $p)))
+                    (block $b (br_if $b (local.get $q)) (drop (i32.load offset=100 (local.get $p))))
+                    (drop (i32.load offset=100 (local.get $p)))
+                    (loop $l (drop (i32.load (local.get $p))) (br_if $l (local.get $q)))
+                    (loop $m (drop (i32.load (local.get $p)))
+                      (local.set $p (local.get $q)) (br_if $m (local.get $q)))"
+        )),
+        [false, false, true, false, false, true, false]
+    );
 }

@@ -176,10 +176,6 @@ pub const BYTE: u64 = 1;
 /// `call_data_append`).
 pub const BYTE_TRANSMISSION: u64 = 50;
 
-/// Instructions per 4 KiB stable-memory page a write dirties for the first time in a message
-/// (`DEFAULT_DIRTY_PAGE_OVERHEAD` in `rs/config/src/subnet_config.rs`).
-pub const STABLE_DIRTY_PAGE: u64 = 1_000;
-
 /// `fixed` plus `bytes` copied at [`BYTE`] each (saturating).
 pub const fn with_bytes(fixed: u64, bytes: u64) -> u64 {
     fixed.saturating_add(bytes.saturating_mul(BYTE))

@@ -275,57 +275,87 @@ fn range(start: u64, len: u64, size: usize) -> Option<std::ops::Range<usize>> {
     Some(start as usize..end as usize)
 }
 
-/// Reads `len` bytes at `src` from the heap.
-fn read_heap<'h>(heap: &'h [u8], api: &str, src: u64, len: u64) -> Api<&'h [u8]> {
-    match range(src, len, heap.len()) {
-        Some(r) => Ok(&heap[r]),
-        None => Err(contract(format!(
-            "{api}: src={src} + length={len} exceeds the heap size {}",
-            heap.len()
-        ))),
+/// A range of the heap a System API function read or wrote (its bytes, not its bounds check):
+/// what the deterministic memory tracker charges when the host touches the heap
+/// (`crate::tracker`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct HeapTouch {
+    pub start: u64,
+    pub len: u64,
+    pub write: bool,
+}
+
+/// The heap as the System API functions see it: its bytes, and the record of the ranges they
+/// read and write ([`HeapTouch`]).
+pub(crate) struct Heap<'a> {
+    bytes: &'a mut [u8],
+    touches: &'a mut Vec<HeapTouch>,
+}
+
+impl<'a> Heap<'a> {
+    /// `bytes`, recording into `touches`.
+    pub fn new(bytes: &'a mut [u8], touches: &'a mut Vec<HeapTouch>) -> Self {
+        Heap { bytes, touches }
     }
-}
 
-/// Copies `source[offset..offset+size]` to the heap at `dst`.
-fn copy_to_heap(
-    heap: &mut [u8],
-    api: &str,
-    dst: u64,
-    offset: u64,
-    size: u64,
-    source: &[u8],
-) -> Api<()> {
-    let Some(sr) = range(offset, size, source.len()) else {
-        return Err(contract(format!(
-            "{api}: offset={offset} + size={size} exceeds the source length {}",
-            source.len()
-        )));
-    };
-    let Some(dr) = range(dst, size, heap.len()) else {
-        return Err(contract(format!(
-            "{api}: dst={dst} + size={size} exceeds the heap size {}",
-            heap.len()
-        )));
-    };
-    heap[dr].copy_from_slice(&source[sr]);
-    Ok(())
-}
+    fn touch(&mut self, start: u64, len: u64, write: bool) {
+        self.touches.push(HeapTouch { start, len, write });
+    }
 
-fn write_heap(heap: &mut [u8], api: &str, dst: u64, bytes: &[u8]) -> Api<()> {
-    match range(dst, bytes.len() as u64, heap.len()) {
-        Some(r) => {
-            heap[r].copy_from_slice(bytes);
-            Ok(())
+    /// The `len` bytes at `src`, if they lie within the heap (recorded as read).
+    fn get(&mut self, src: u64, len: u64) -> Option<&[u8]> {
+        let r = range(src, len, self.bytes.len())?;
+        self.touch(src, len, false);
+        Some(&self.bytes[r])
+    }
+
+    /// The `len` bytes at `dst` to write, if they lie within the heap (recorded as written).
+    fn get_mut(&mut self, dst: u64, len: u64) -> Option<&mut [u8]> {
+        let r = range(dst, len, self.bytes.len())?;
+        self.touch(dst, len, true);
+        Some(&mut self.bytes[r])
+    }
+
+    /// Reads `len` bytes at `src` from the heap.
+    fn read(&mut self, api: &str, src: u64, len: u64) -> Api<&[u8]> {
+        let size = self.bytes.len();
+        self.get(src, len).ok_or_else(|| {
+            contract(format!(
+                "{api}: src={src} + length={len} exceeds the heap size {size}"
+            ))
+        })
+    }
+
+    /// Copies `source[offset..offset+size]` to the heap at `dst`.
+    fn copy_in(&mut self, api: &str, dst: u64, offset: u64, size: u64, source: &[u8]) -> Api<()> {
+        let Some(sr) = range(offset, size, source.len()) else {
+            return Err(contract(format!(
+                "{api}: offset={offset} + size={size} exceeds the source length {}",
+                source.len()
+            )));
+        };
+        let heap_size = self.bytes.len();
+        let Some(d) = self.get_mut(dst, size) else {
+            return Err(contract(format!(
+                "{api}: dst={dst} + size={size} exceeds the heap size {heap_size}"
+            )));
+        };
+        d.copy_from_slice(&source[sr]);
+        Ok(())
+    }
+
+    fn write(&mut self, api: &str, dst: u64, bytes: &[u8]) -> Api<()> {
+        let heap_size = self.bytes.len();
+        match self.get_mut(dst, bytes.len() as u64) {
+            Some(d) => {
+                d.copy_from_slice(bytes);
+                Ok(())
+            }
+            None => Err(contract(format!(
+                "{api}: dst={dst} exceeds the heap size {heap_size}"
+            ))),
         }
-        None => Err(contract(format!(
-            "{api}: dst={dst} exceeds the heap size {}",
-            heap.len()
-        ))),
     }
-}
-
-fn write_u128(heap: &mut [u8], api: &str, dst: u64, v: u128) -> Api<()> {
-    write_heap(heap, api, dst, &v.to_le_bytes())
 }
 
 /// Cycles helper: a u128 from its high and low halves.
@@ -368,9 +398,9 @@ impl SystemApi {
         Ok(self.msg.arg.len() as u64)
     }
 
-    pub fn msg_arg_data_copy(&self, dst: u64, off: u64, size: u64, heap: &mut [u8]) -> Api<()> {
+    pub fn msg_arg_data_copy(&self, dst: u64, off: u64, size: u64, heap: &mut Heap<'_>) -> Api<()> {
         self.require("msg_arg_data_copy", allowed::MSG_ARG_DATA)?;
-        copy_to_heap(heap, "ic0.msg_arg_data_copy", dst, off, size, &self.msg.arg)
+        heap.copy_in("ic0.msg_arg_data_copy", dst, off, size, &self.msg.arg)
     }
 
     pub fn msg_caller_size(&self) -> Api<u64> {
@@ -378,16 +408,9 @@ impl SystemApi {
         Ok(self.msg.caller.len() as u64)
     }
 
-    pub fn msg_caller_copy(&self, dst: u64, off: u64, size: u64, heap: &mut [u8]) -> Api<()> {
+    pub fn msg_caller_copy(&self, dst: u64, off: u64, size: u64, heap: &mut Heap<'_>) -> Api<()> {
         self.require("msg_caller_copy", allowed::MSG_CALLER)?;
-        copy_to_heap(
-            heap,
-            "ic0.msg_caller_copy",
-            dst,
-            off,
-            size,
-            &self.msg.caller,
-        )
+        heap.copy_in("ic0.msg_caller_copy", dst, off, size, &self.msg.caller)
     }
 
     /// `msg_caller_info_data_size` and `msg_caller_info_signer_size`: no caller information.
@@ -403,10 +426,10 @@ impl SystemApi {
         dst: u64,
         off: u64,
         size: u64,
-        heap: &mut [u8],
+        heap: &mut Heap<'_>,
     ) -> Api<()> {
         self.require(function, allowed::MSG_CALLER_INFO)?;
-        copy_to_heap(heap, "ic0.msg_caller_info_copy", dst, off, size, &[])
+        heap.copy_in("ic0.msg_caller_info_copy", dst, off, size, &[])
     }
 
     pub fn msg_reject_code(&self) -> Api<u32> {
@@ -427,10 +450,16 @@ impl SystemApi {
         Ok(self.reject_message().len() as u64)
     }
 
-    pub fn msg_reject_msg_copy(&self, dst: u64, off: u64, size: u64, heap: &mut [u8]) -> Api<()> {
+    pub fn msg_reject_msg_copy(
+        &self,
+        dst: u64,
+        off: u64,
+        size: u64,
+        heap: &mut Heap<'_>,
+    ) -> Api<()> {
         self.require("msg_reject_msg_copy", allowed::MSG_REJECT_MSG)?;
         let source = self.reject_message();
-        copy_to_heap(heap, "ic0.msg_reject_msg_copy", dst, off, size, source)
+        heap.copy_in("ic0.msg_reject_msg_copy", dst, off, size, source)
     }
 
     pub fn msg_method_name_size(&self) -> Api<u64> {
@@ -438,10 +467,16 @@ impl SystemApi {
         Ok(self.msg.method_name.len() as u64)
     }
 
-    pub fn msg_method_name_copy(&self, dst: u64, off: u64, size: u64, heap: &mut [u8]) -> Api<()> {
+    pub fn msg_method_name_copy(
+        &self,
+        dst: u64,
+        off: u64,
+        size: u64,
+        heap: &mut Heap<'_>,
+    ) -> Api<()> {
         self.require("msg_method_name_copy", allowed::INSPECT_MESSAGE)?;
         let name = self.msg.method_name.as_bytes();
-        copy_to_heap(heap, "ic0.msg_method_name_copy", dst, off, size, name)
+        heap.copy_in("ic0.msg_method_name_copy", dst, off, size, name)
     }
 
     pub fn msg_deadline(&self) -> Api<u64> {
@@ -473,7 +508,7 @@ impl SystemApi {
         }
     }
 
-    pub fn msg_reply_data_append(&mut self, src: u64, size: u64, heap: &[u8]) -> Api<()> {
+    pub fn msg_reply_data_append(&mut self, src: u64, size: u64, heap: &mut Heap<'_>) -> Api<()> {
         self.require("msg_reply_data_append", allowed::MSG_REPLY)?;
         self.require_not_replied("msg_reply_data_append")?;
         let payload = (self.msg.reply_buf.len() as u64).saturating_add(size);
@@ -483,7 +518,7 @@ impl SystemApi {
                 "ic0.msg_reply_data_append: application payload size ({payload}) cannot be larger than {max}"
             )));
         }
-        let bytes = read_heap(heap, "ic0.msg_reply_data_append", src, size)?;
+        let bytes = heap.read("ic0.msg_reply_data_append", src, size)?;
         self.msg.reply_buf.extend_from_slice(bytes);
         Ok(())
     }
@@ -496,10 +531,10 @@ impl SystemApi {
         Ok(())
     }
 
-    pub fn msg_reject(&mut self, src: u64, size: u64, heap: &[u8]) -> Api<()> {
+    pub fn msg_reject(&mut self, src: u64, size: u64, heap: &mut Heap<'_>) -> Api<()> {
         self.require("msg_reject", allowed::MSG_REPLY)?;
         self.require_not_replied("msg_reject")?;
-        let bytes = read_heap(heap, "ic0.msg_reject", src, size)?;
+        let bytes = heap.read("ic0.msg_reject", src, size)?;
         let text = String::from_utf8(bytes.to_vec())
             .map_err(|_| contract("ic0.msg_reject: the message is not valid UTF-8"))?;
         self.msg.response = Some(MessageResult::Reject(reject_code::CANISTER_REJECT, text));
@@ -557,10 +592,16 @@ impl SystemApi {
         Ok(self.sys.canister_id.len() as u64)
     }
 
-    pub fn canister_self_copy(&self, dst: u64, off: u64, size: u64, heap: &mut [u8]) -> Api<()> {
+    pub fn canister_self_copy(
+        &self,
+        dst: u64,
+        off: u64,
+        size: u64,
+        heap: &mut Heap<'_>,
+    ) -> Api<()> {
         self.require("canister_self_copy", allowed::EVERYWHERE_BUT_START)?;
         let id = &self.sys.canister_id;
-        copy_to_heap(heap, "ic0.canister_self_copy", dst, off, size, id)
+        heap.copy_in("ic0.canister_self_copy", dst, off, size, id)
     }
 
     pub fn canister_status(&self) -> Api<u32> {
@@ -578,9 +619,9 @@ impl SystemApi {
         Ok(SUBNET_ID.len() as u64)
     }
 
-    pub fn subnet_self_copy(&self, dst: u64, off: u64, size: u64, heap: &mut [u8]) -> Api<()> {
+    pub fn subnet_self_copy(&self, dst: u64, off: u64, size: u64, heap: &mut Heap<'_>) -> Api<()> {
         self.require("subnet_self_copy", allowed::EVERYWHERE_BUT_START)?;
-        copy_to_heap(heap, "ic0.subnet_self_copy", dst, off, size, SUBNET_ID)
+        heap.copy_in("ic0.subnet_self_copy", dst, off, size, SUBNET_ID)
     }
 
     pub fn subnet_self_node_count(&self) -> Api<u32> {
@@ -593,14 +634,14 @@ impl SystemApi {
         Ok(ROOT_KEY.len() as u64)
     }
 
-    pub fn root_key_copy(&self, dst: u64, off: u64, size: u64, heap: &mut [u8]) -> Api<()> {
+    pub fn root_key_copy(&self, dst: u64, off: u64, size: u64, heap: &mut Heap<'_>) -> Api<()> {
         self.require("root_key_copy", allowed::ROOT_KEY)?;
-        copy_to_heap(heap, "ic0.root_key_copy", dst, off, size, ROOT_KEY)
+        heap.copy_in("ic0.root_key_copy", dst, off, size, ROOT_KEY)
     }
 
-    pub fn is_controller(&self, src: u64, size: u64, heap: &[u8]) -> Api<u32> {
+    pub fn is_controller(&self, src: u64, size: u64, heap: &mut Heap<'_>) -> Api<u32> {
         self.require("is_controller", allowed::EVERYWHERE)?;
-        let p = read_heap(heap, "ic0.is_controller", src, size)?;
+        let p = heap.read("ic0.is_controller", src, size)?;
         if p.len() > 29 {
             return Err(contract(
                 "ic0.is_controller: the argument is not a valid principal",
@@ -616,14 +657,14 @@ impl SystemApi {
 
     // ---- certified data ----
 
-    pub fn certified_data_set(&mut self, src: u64, size: u64, heap: &[u8]) -> Api<()> {
+    pub fn certified_data_set(&mut self, src: u64, size: u64, heap: &mut Heap<'_>) -> Api<()> {
         self.require("certified_data_set", allowed::CERTIFIED_DATA_SET)?;
         if size > MAX_CERTIFIED_DATA as u64 {
             return Err(contract(format!(
                 "ic0.certified_data_set: the certified data is larger than {MAX_CERTIFIED_DATA} bytes"
             )));
         }
-        let bytes = read_heap(heap, "ic0.certified_data_set", src, size)?;
+        let bytes = heap.read("ic0.certified_data_set", src, size)?;
         self.msg.certified_data = Some(bytes.to_vec());
         Ok(())
     }
@@ -638,10 +679,16 @@ impl SystemApi {
         Ok(certificate(&self.sys).len() as u64)
     }
 
-    pub fn data_certificate_copy(&self, dst: u64, off: u64, size: u64, heap: &mut [u8]) -> Api<()> {
+    pub fn data_certificate_copy(
+        &self,
+        dst: u64,
+        off: u64,
+        size: u64,
+        heap: &mut Heap<'_>,
+    ) -> Api<()> {
         self.require("data_certificate_copy", allowed::DATA_CERTIFICATE)?;
         let cert = certificate(&self.sys);
-        copy_to_heap(heap, "ic0.data_certificate_copy", dst, off, size, &cert)
+        heap.copy_in("ic0.data_certificate_copy", dst, off, size, &cert)
     }
 
     // ---- time, timer, performance counter ----
@@ -681,11 +728,11 @@ impl SystemApi {
         name_len: u64,
         reply: (u64, u64),
         reject: (u64, u64),
-        heap: &[u8],
+        heap: &mut Heap<'_>,
     ) -> Api<()> {
         self.require("call_new", allowed::CALL)?;
-        let callee = read_heap(heap, "ic0.call_new", callee_src, callee_size)?.to_vec();
-        let name = read_heap(heap, "ic0.call_new", name_src, name_len)?.to_vec();
+        let callee = heap.read("ic0.call_new", callee_src, callee_size)?.to_vec();
+        let name = heap.read("ic0.call_new", name_src, name_len)?.to_vec();
         let method = String::from_utf8(name)
             .map_err(|_| contract("ic0.call_new: the method name is not valid UTF-8"))?;
         // A call being built and not performed is dropped: its cycles go back to the balance.
@@ -713,10 +760,10 @@ impl SystemApi {
         })
     }
 
-    pub fn call_data_append(&mut self, src: u64, size: u64, heap: &[u8]) -> Api<()> {
+    pub fn call_data_append(&mut self, src: u64, size: u64, heap: &mut Heap<'_>) -> Api<()> {
         self.require("call_data_append", allowed::CALL)?;
         self.building("call_data_append")?;
-        let bytes = read_heap(heap, "ic0.call_data_append", src, size)?;
+        let bytes = heap.read("ic0.call_data_append", src, size)?;
         self.building("call_data_append")?
             .arg
             .extend_from_slice(bytes);
@@ -808,8 +855,14 @@ impl SystemApi {
     }
 
     /// Writes a `cost_*` answer (or any 128-bit amount) to the heap at `dst`.
-    pub fn write_cycles(&self, function: &str, dst: u64, amount: u128, heap: &mut [u8]) -> Api<()> {
-        write_u128(heap, &format!("ic0.{function}"), dst, amount)
+    pub fn write_cycles(
+        &self,
+        function: &str,
+        dst: u64,
+        amount: u128,
+        heap: &mut Heap<'_>,
+    ) -> Api<()> {
+        heap.write(&format!("ic0.{function}"), dst, &amount.to_le_bytes())
     }
 
     // ---- environment variables (none are set) ----
@@ -833,9 +886,15 @@ impl SystemApi {
     }
 
     /// `env_var_value_size` and `env_var_value_copy`: no variable has a value.
-    pub fn env_var_value(&self, function: &str, src: u64, size: u64, heap: &[u8]) -> Api<()> {
+    pub fn env_var_value(
+        &self,
+        function: &str,
+        src: u64,
+        size: u64,
+        heap: &mut Heap<'_>,
+    ) -> Api<()> {
         self.require(function, allowed::EVERYWHERE_BUT_START)?;
-        let name = read_heap(heap, &format!("ic0.{function}"), src, size)?;
+        let name = heap.read(&format!("ic0.{function}"), src, size)?;
         Err(contract(format!(
             "Environment variable {} not found.",
             String::from_utf8_lossy(name)
@@ -858,12 +917,12 @@ impl SystemApi {
         (len as u64).saturating_add(self.msg.logging_charge(len))
     }
 
-    pub fn debug_print(&mut self, src: u64, size: u64, heap: &[u8]) -> Api<()> {
+    pub fn debug_print(&mut self, src: u64, size: u64, heap: &mut Heap<'_>) -> Api<()> {
         self.require("debug_print", allowed::EVERYWHERE)?;
         let len = size.min(usize::MAX as u64) as usize;
         // The replica ignores out-of-bounds debug prints rather than trapping.
-        let text = match range(src, size, heap.len()) {
-            Some(r) => String::from_utf8_lossy(&heap[r]).into_owned(),
+        let text = match heap.get(src, size) {
+            Some(bytes) => String::from_utf8_lossy(bytes).into_owned(),
             None => String::from("(debug_print: out of bounds)"),
         };
         self.msg.log(text, len);
@@ -871,12 +930,12 @@ impl SystemApi {
     }
 
     /// Always ends the message: the cause is `ic0.trap` with the message at `src`.
-    pub fn trap(&mut self, src: u64, size: u64, heap: &[u8]) -> TrapCause {
+    pub fn trap(&mut self, src: u64, size: u64, heap: &mut Heap<'_>) -> TrapCause {
         if let Err(e) = self.require("trap", allowed::EVERYWHERE) {
             return e;
         }
         let len = size.min(usize::MAX as u64) as usize;
-        let bytes = match read_heap(heap, "ic0.trap", src, size) {
+        let bytes = match heap.read("ic0.trap", src, size) {
             Ok(b) => b,
             Err(e) => return e,
         };
@@ -925,20 +984,27 @@ impl SystemApi {
         offset: u64,
         len: u64,
         api32: bool,
-        heap: &mut [u8],
+        heap: &mut Heap<'_>,
     ) -> Api<()> {
         if len == 0 {
             return Ok(());
         }
         self.check_32bit(api32)?;
-        let Some(r) = range(dst, len, heap.len()) else {
+        if range(dst, len, heap.bytes.len()).is_none() {
             return Err(contract(format!(
                 "ic0.stable_read: dst={dst} + size={len} exceeds the heap size"
             )));
-        };
+        }
+        let in_bounds = offset
+            .checked_add(len)
+            .is_some_and(|e| e <= self.sys.stable.size_bytes());
+        if !in_bounds {
+            return Err(TrapCause::StableOutOfBounds);
+        }
+        let d = heap.get_mut(dst, len).expect("checked above");
         self.sys
             .stable
-            .read(offset, &mut heap[r])
+            .read(offset, d)
             .map_err(|OutOfBounds| TrapCause::StableOutOfBounds)
     }
 
@@ -969,15 +1035,21 @@ impl SystemApi {
 
     /// Writes `len` bytes from the heap at `src` to stable memory at `offset` (after
     /// [`Self::stable_write_new_pages`] and its charge).
-    pub fn stable_write(&mut self, offset: u64, src: u64, len: u64, heap: &[u8]) -> Api<()> {
-        let Some(r) = range(src, len, heap.len()) else {
+    pub fn stable_write(
+        &mut self,
+        offset: u64,
+        src: u64,
+        len: u64,
+        heap: &mut Heap<'_>,
+    ) -> Api<()> {
+        let Some(bytes) = heap.get(src, len) else {
             return Err(contract(format!(
                 "ic0.stable_write: src={src} + size={len} exceeds the heap size"
             )));
         };
         self.sys
             .stable
-            .write(offset, &heap[r])
+            .write(offset, bytes)
             .map_err(|OutOfBounds| TrapCause::StableOutOfBounds)
     }
 }

@@ -2,13 +2,19 @@
 //! loop template.
 #![allow(dead_code)]
 
-use offline_engine::{Canister, Engine, EngineConfig, Execution, Program, Settings};
+use offline_engine::{Canister, Engine, EngineConfig, Execution, Metering, Program, Settings};
 
 /// An engine without the on-disk cache (test modules compile in milliseconds).
 pub fn engine() -> Engine {
+    engine_metering(Metering::default())
+}
+
+/// An engine without the on-disk cache that meters by `metering`.
+pub fn engine_metering(metering: Metering) -> Engine {
     Engine::new(EngineConfig {
         cache: false,
         cache_dir: None,
+        metering,
     })
     .expect("engine")
 }
