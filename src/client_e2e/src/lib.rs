@@ -121,6 +121,7 @@ impl Replica {
             log_requests: false,
             no_idle_shutdown: true,
             block_interval,
+            ..ServeOptions::default()
         };
         let runtime = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(2)

@@ -11,6 +11,7 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use clap::Parser;
+use offline_engine::Metering;
 use pocket_ic_server::server::{ServeOptions, ServerConfig, serve_with};
 
 /// Serves PocketIC's REST protocol (pocket-ic 13 client, canbench 0.7) and runs every canister on
@@ -59,6 +60,12 @@ struct Args {
     /// does not fit waits for the next block. Without it a round runs whenever a call arrives.
     #[arg(long, requires = "replica")]
     block_interval_ms: Option<u64>,
+    /// The rules for memory pages every canister is metered by (the offline engine's
+    /// METERING.md §10): `pocketic-13` (what PocketIC 13 and canbench 0.7.0 run) or
+    /// `ic-dmt-0441fbd7` (dfinity/ic with the deterministic memory tracker). canbench starts this
+    /// binary with arguments of its own: set the variable to choose.
+    #[arg(long, env = "OFFLINE_ENGINE_METERING", default_value = "pocketic-13")]
+    metering: Metering,
 }
 
 fn main() -> ExitCode {
@@ -82,6 +89,7 @@ fn main() -> ExitCode {
         // A replica serves until stopped, unless a TTL is asked for.
         no_idle_shutdown: args.replica && args.ttl.is_none(),
         block_interval: args.block_interval_ms.map(Duration::from_millis),
+        metering: args.metering,
     };
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()

@@ -10,7 +10,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
-use offline_engine::{Engine, EngineConfig};
+use offline_engine::{Engine, EngineConfig, Metering};
 
 use crate::error::ServerError;
 use crate::instance::Programs;
@@ -48,6 +48,9 @@ pub struct ServeOptions {
     /// With `replica`: run one round (one block) per this interval and no other, instead of
     /// a round whenever a call arrives.
     pub block_interval: Option<Duration>,
+    /// The rules for memory pages every canister is metered by (the offline engine's
+    /// `METERING.md` §10); default: those of PocketIC 13, which this server's protocol follows.
+    pub metering: Metering,
 }
 
 fn io(what: impl Into<String>) -> impl FnOnce(std::io::Error) -> ServerError {
@@ -193,7 +196,10 @@ pub async fn serve_with(config: ServerConfig, options: ServeOptions) -> Result<(
         .local_addr()
         .map_err(io("reading the bound address"))?
         .port();
-    let engine = Engine::new(EngineConfig::default())?;
+    let engine = Engine::new(EngineConfig {
+        metering: options.metering,
+        ..EngineConfig::default()
+    })?;
     let state = Shared::new(Arc::new(Programs::new(engine)), config.mute_canister_output);
     state
         .test_hooks

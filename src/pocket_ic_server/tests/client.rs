@@ -13,7 +13,7 @@ use common::*;
 use ic_management_canister_types::{
     CanisterIdRecord, CanisterSettings, CanisterStatusType, ProvisionalTopUpCanisterArgs,
 };
-use offline_engine::{Canister, Engine, EngineConfig, MessageResult, Settings};
+use offline_engine::{Canister, Engine, EngineConfig, MessageResult, Metering, Settings};
 use pocket_ic::common::rest::{
     BlobCompression, RawEffectivePrincipal, SubnetInstructionConfig, SubnetKind,
 };
@@ -279,6 +279,44 @@ fn instruction_counts_equal_the_engine_s_direct_run() {
         let counted = u64::from_le_bytes(via_server.try_into().unwrap());
         assert!(counted > u64::from(n) * 5, "n = {n}: {counted}");
     }
+}
+
+/// canbench starts the server with arguments of its own: the variable `OFFLINE_ENGINE_METERING`
+/// chooses its metering profile. With the memory tracker, `work`'s copy of its argument into
+/// Wasm page 0 costs that page's access and write, which its performance counter shows.
+#[test]
+fn the_environment_chooses_the_metering_profile() {
+    let arg = 1_000u32.to_le_bytes().to_vec();
+    let count = |pic: &PocketIc| {
+        let id = installed(pic, &[]);
+        let reply = pic
+            .update_call(id, ALICE, "work", arg.clone())
+            .expect("work");
+        (id, reply)
+    };
+    let (_, old) = count(&instance(false));
+    let tracker = pocket_ic::PocketIcBuilder::new()
+        .with_server_url(tracker_server_url())
+        .with_application_subnet()
+        .build();
+    let (id, new) = count(&tracker);
+    let engine = Engine::new(EngineConfig {
+        cache: false,
+        cache_dir: None,
+        metering: Metering::IC_DMT,
+    })
+    .unwrap();
+    let program = engine.load(&wasm()).unwrap();
+    let settings = Settings {
+        canister_id: id.as_slice().to_vec(),
+        ..Settings::default()
+    };
+    let (mut direct, _) = Canister::install(&engine, &program, &[], settings).unwrap();
+    let exec = direct.update("work", &arg).unwrap();
+    assert_eq!(exec.result, MessageResult::Reply(new.clone()));
+    let counter = |bytes: Vec<u8>| u64::from_le_bytes(bytes.try_into().unwrap());
+    let event = Metering::IC_DMT.tracker.unwrap().wasm_page_charge(false);
+    assert_eq!(counter(new), counter(old) + 2 * event);
 }
 
 #[test]

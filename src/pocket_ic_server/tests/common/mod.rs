@@ -22,27 +22,37 @@ pub fn server_binary() -> PathBuf {
 /// lets the client start the server itself.
 pub fn server_url() -> url::Url {
     static URL: OnceLock<url::Url> = OnceLock::new();
-    URL.get_or_init(|| {
-        let port_file = std::env::temp_dir().join(format!(
-            "offline_pocket_ic_test_{}.port",
-            std::process::id()
-        ));
-        let _ = std::fs::remove_file(&port_file);
-        // The server outlives this process, as the pocket-ic client leaves the servers it
-        // starts; its TTL ends it.
-        #[allow(clippy::zombie_processes)]
-        Command::new(server_binary())
-            .arg("--port-file")
-            .arg(&port_file)
-            .args(["--ttl", "30"])
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("starts the server");
-        let port = wait_for_port(&port_file);
-        url::Url::parse(&format!("http://127.0.0.1:{port}/")).expect("a URL")
-    })
-    .clone()
+    URL.get_or_init(|| start_server("default", &[])).clone()
+}
+
+/// The URL of a second server, started as [`server_url`]'s but with the variable canbench users
+/// set to meter by the deterministic memory tracker (`OFFLINE_ENGINE_METERING`).
+pub fn tracker_server_url() -> url::Url {
+    static URL: OnceLock<url::Url> = OnceLock::new();
+    URL.get_or_init(|| start_server("tracker", &[("OFFLINE_ENGINE_METERING", "ic-dmt-0441fbd7")]))
+        .clone()
+}
+
+fn start_server(name: &str, env: &[(&str, &str)]) -> url::Url {
+    let port_file = std::env::temp_dir().join(format!(
+        "offline_pocket_ic_test_{}_{name}.port",
+        std::process::id()
+    ));
+    let _ = std::fs::remove_file(&port_file);
+    // The server outlives this process, as the pocket-ic client leaves the servers it
+    // starts; its TTL ends it.
+    #[allow(clippy::zombie_processes)]
+    Command::new(server_binary())
+        .arg("--port-file")
+        .arg(&port_file)
+        .args(["--ttl", "30"])
+        .envs(env.iter().copied())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("starts the server");
+    let port = wait_for_port(&port_file);
+    url::Url::parse(&format!("http://127.0.0.1:{port}/")).expect("a URL")
 }
 
 /// The port a server started with `--port-file port_file` listens on, once it has written the
