@@ -242,7 +242,9 @@ pub(super) fn emit_access_check(
 }
 
 /// The bulk operations: which helper their stashed operands (destination, value or source,
-/// length; `types` as [`super::dirty::heap_bulk`] gives them) go to.
+/// length; `types` as [`super::dirty::heap_bulk`] gives them) go to. A range of at most one
+/// Wasm page lies within its first page and the next: when their pair states suffice (the
+/// destination's for a write, the source's for a read), the helper is not called.
 pub(super) fn emit_bulk_touch(
     f: &mut Function,
     h: PageHooks,
@@ -256,7 +258,45 @@ pub(super) fn emit_bulk_touch(
             f.instruction(&Instruction::I64ExtendI32U);
         }
     };
-    if matches!(op, Operator::MemoryCopy { .. }) {
+    // The pair state of the page of operand `i` (an address), as i32.
+    let pair = |f: &mut Function, i: usize| {
+        let page = |f: &mut Function| {
+            get(f, i);
+            f.instruction(&Instruction::I64Const(WASM_PAGE_SHIFT as i64));
+            f.instruction(&Instruction::I64ShrU);
+        };
+        page(f);
+        if let Some(overflow) = h.layout.overflow {
+            f.instruction(&Instruction::I64Const(overflow as i64));
+            page(f);
+            f.instruction(&Instruction::I64Const(overflow as i64));
+            f.instruction(&Instruction::I64LtU);
+            f.instruction(&Instruction::Select);
+        }
+        f.instruction(&Instruction::I32WrapI64);
+        f.instruction(&Instruction::I32Load8U(map_arg(
+            h.memory,
+            h.layout.pair_offset(),
+        )));
+    };
+    let copy = matches!(op, Operator::MemoryCopy { .. });
+    // Skip the helper when len <= 64 KiB and the pages are known to suffice.
+    get(f, 2);
+    f.instruction(&Instruction::I64Const(1 << WASM_PAGE_SHIFT));
+    f.instruction(&Instruction::I64LeU);
+    pair(f, 0);
+    f.instruction(&Instruction::I32Const(WRITTEN as i32));
+    f.instruction(&Instruction::I32GeU);
+    f.instruction(&Instruction::I32And);
+    if copy {
+        pair(f, 1);
+        f.instruction(&Instruction::I32Const(UNTOUCHED as i32));
+        f.instruction(&Instruction::I32Ne);
+        f.instruction(&Instruction::I32And);
+    }
+    f.instruction(&Instruction::I32Eqz);
+    f.instruction(&Instruction::If(EncBlockType::Empty));
+    if copy {
         get(f, 0);
         get(f, 1);
         get(f, 2);
@@ -268,6 +308,7 @@ pub(super) fn emit_bulk_touch(
         f.instruction(&Instruction::I32Const(1));
         f.instruction(&Instruction::Call(h.touch));
     }
+    f.instruction(&Instruction::End);
 }
 
 /// Pushes the heap's size in bytes (i64).

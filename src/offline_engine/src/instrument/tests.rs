@@ -274,25 +274,25 @@ fn instrumented_bytes_are_pinned() {
             "i32",
             false,
             true,
-            "f54ca8f55294686550c9ed41355de8b920bd6bcd5488c24a6a763de41dccc849",
+            "eb688a87444786c608bd8cae923c35018fc089cbd8001e3be652985791992e0a",
         ),
         (
             "i32",
             true,
             true,
-            "cb482c0dfe9e898c270047b22f1acd6b2213e114835aeac45f05c1569df373e9",
+            "4c2c84ebb4b22ce6b3b77f33b4f4159b43e1cc2dd0615c9bb9c19c6666f21a74",
         ),
         (
             "i64",
             false,
             true,
-            "11a0c1ffd2de62cc85e0a4409e6701a38533ad0ba3ebc1d228d5e74211172b4f",
+            "8fcc4a71e892d3859a6a13eab5317877e95d0695bc29b28491b2fe6b5749a914",
         ),
         (
             "i64",
             true,
             true,
-            "6337f26de3aabb708684aa787af1ec4785bece2000d656cc1dda40e0ac006b65",
+            "7448c472e9a9d3946186963d07b95e2e3575b8271d14048e1d39916115485716",
         ),
     ];
     let got: Vec<(&str, bool, bool, String)> = cases
