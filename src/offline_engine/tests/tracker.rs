@@ -295,8 +295,7 @@ fn replica_metering_wasm64_load_store_canister() {
 
 // ---------------------------------------------------------------- the engine's rules
 
-/// A module with memory `memory` (default one page), imports `imports`, and `body` in update
-/// `test`.
+/// A module with a heap of four Wasm pages, imports `imports`, and `body` in update `test`.
 fn module(imports: &str, body: &str) -> String {
     format!(
         r#"(module
