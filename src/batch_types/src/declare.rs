@@ -30,8 +30,8 @@ use candid::{CandidType, Deserialize};
 use serde_bytes::ByteBuf;
 use sha2::{Digest as _, Sha256};
 
-use crate::packed::{self, PackedKey};
-use crate::{Outcome, SqlParam, WriteError};
+use crate::packed;
+use crate::{BatchKey, Outcome, SqlParam, WriteError};
 
 /// The SQL type of a declared parameter.
 #[derive(CandidType, Deserialize, Clone, Copy, Debug, PartialEq, Eq)]
@@ -521,7 +521,7 @@ pub trait Writes: CandidType + for<'de> Deserialize<'de> + Clone + fmt::Debug {
 }
 
 /// Packs a request of `ops` under `key` for their declaration ([`crate::packed`]'s format).
-pub fn encode_request<W: Writes>(key: &PackedKey, ops: &[W]) -> Vec<u8> {
+pub fn encode_request<W: Writes>(key: &BatchKey, ops: &[W]) -> Vec<u8> {
     let mut out = Vec::with_capacity(
         packed::REQUEST_HEADER_BYTES + ops.iter().map(Writes::op_len).sum::<usize>(),
     );

@@ -4,8 +4,10 @@
 pub mod declare;
 pub mod packed;
 pub mod reply;
+pub mod retry;
 
 use candid::{CandidType, Deserialize};
+use serde::Serialize;
 
 /// The identifier of a queued write; ask [`TicketStatus`] with it. Issued consecutively from the
 /// time of the install in nanoseconds since the Unix epoch (`ic0.time`), so never reused: not
@@ -83,28 +85,83 @@ pub struct Settings {
 // ---------------------------------------------------------------- outcomes
 
 /// Why an operation failed.
-#[derive(CandidType, Deserialize, Clone, Debug, PartialEq, Eq)]
+#[derive(CandidType, Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
 pub struct OpError {
-    /// SQLite's extended result code (for example 2067 `SQLITE_CONSTRAINT_UNIQUE`, 787
-    /// `SQLITE_CONSTRAINT_FOREIGNKEY`, 1299 `SQLITE_CONSTRAINT_NOTNULL`, 13 `SQLITE_FULL`); 9
-    /// `SQLITE_INTERRUPT` for an op stopped at its instruction limit or not started.
+    /// SQLite's extended result code (<https://sqlite.org/rescode.html>: for example 2067
+    /// `SQLITE_CONSTRAINT_UNIQUE`, 787 `SQLITE_CONSTRAINT_FOREIGNKEY`, 1299
+    /// `SQLITE_CONSTRAINT_NOTNULL`, 13 `SQLITE_FULL`). `batch_core`'s own refusals use the codes
+    /// SQLite would: 9 `SQLITE_INTERRUPT` for an op its instruction guard interrupted, 21
+    /// `SQLITE_MISUSE` for a statement that is not a write or an empty unit, 25 `SQLITE_RANGE`
+    /// for a wrong parameter count.
     pub code: i32,
-    /// SQLite's error message (at most 1 KiB).
+    /// SQLite's error message (or rusqlite's, for errors it detects), at most 1 KiB (less in a
+    /// large batch: [`reply::max_error_bytes`]); for a unit, prefixed with the index of the
+    /// failing statement (`statement 2: ...`).
     pub message: String,
 }
 
-/// The result of one write.
-#[derive(CandidType, Deserialize, Clone, Debug, PartialEq)]
+/// The result of one write: what the canister answers for each op (in Candid, and in every
+/// packed reply as [`packed`]'s outcome records), what `batch_core` makes and records, and what
+/// a client reads. A client may send an op again only if it is [`Outcome::NotExecuted`] (see
+/// [`retry`]).
+#[derive(CandidType, Serialize, Deserialize, Clone, Debug, PartialEq)]
 pub enum Outcome {
     /// The write committed.
     Committed {
-        /// Rows it inserted, updated or deleted.
+        /// Rows it inserted, updated or deleted directly (SQLite's `changes()`, summed over the
+        /// statements of a unit; rows changed by triggers or foreign-key actions are not
+        /// counted; 0 for DDL).
         rows_changed: u64,
-        /// Rowid of the row it inserted last (0 if none).
+        /// Rowid of the row it inserted last (for a unit: its last inserting statement); 0 if
+        /// it inserted nothing. Unlike SQLite's connection-wide `last_insert_rowid()`, never a
+        /// rowid of an earlier op.
         last_insert_rowid: i64,
     },
     /// The write failed and changed nothing.
     Failed(OpError),
+    /// The write did not run: its batch's instruction budget was used up before it started.
+    /// Nothing of it was applied; unlike every other outcome, it may be sent again, in a later
+    /// batch under a new key.
+    NotExecuted,
+}
+
+impl Outcome {
+    /// Whether the write took effect.
+    pub fn is_committed(&self) -> bool {
+        matches!(self, Outcome::Committed { .. })
+    }
+
+    /// The extended result code of a failed write.
+    pub fn code(&self) -> Option<i32> {
+        match self {
+            Outcome::Failed(error) => Some(error.code),
+            Outcome::Committed { .. } | Outcome::NotExecuted => None,
+        }
+    }
+
+    /// The error message of a failed write.
+    pub fn message(&self) -> Option<&str> {
+        match self {
+            Outcome::Failed(error) => Some(&error.message),
+            Outcome::Committed { .. } | Outcome::NotExecuted => None,
+        }
+    }
+
+    /// A failed write's outcome.
+    pub fn failed(code: i32, message: impl Into<String>) -> Outcome {
+        Outcome::Failed(OpError {
+            code,
+            message: message.into(),
+        })
+    }
+
+    /// Cuts a failed write's message to `max_bytes` ([`reply::truncate_message`]); the code is
+    /// kept.
+    pub fn truncate_message(&mut self, max_bytes: usize) {
+        if let Outcome::Failed(error) = self {
+            reply::truncate_message(&mut error.message, max_bytes);
+        }
+    }
 }
 
 /// What one flush did.
@@ -195,13 +252,22 @@ pub enum WriteError {
 }
 
 /// Whose share of the deduplication store is full ([`WriteError::StoreFull`]).
-#[derive(CandidType, Deserialize, Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(CandidType, Deserialize, Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum StoreShare {
     /// The caller holds its most keys or bytes (one caller may hold only a share of the store,
     /// an eighth by default): other callers may still record keys.
     Caller,
     /// The store holds its most keys or bytes.
     Store,
+}
+
+impl std::fmt::Display for StoreShare {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            StoreShare::Caller => "the caller's share of the deduplication store",
+            StoreShare::Store => "the deduplication store",
+        })
+    }
 }
 
 impl std::fmt::Display for WriteError {
@@ -497,17 +563,128 @@ impl From<BatchResult> for Result<Vec<Outcome>, WriteError> {
     }
 }
 
-/// The key of an exactly-once client batch (`execute_batch`'s optional second argument; the
-/// packed form carries the same fields). Scoped to the caller: the canister records the key
-/// with the batch's outcomes in the batch's transaction, and answers a repeated key with those
-/// outcomes without running anything. The window rules are ICRC-1's transaction
-/// deduplication: a key is accepted from `now − 24 h − 60 s` to `now + 60 s`.
-#[derive(CandidType, Deserialize, Clone, Debug, PartialEq, Eq)]
+/// The key of an exactly-once client batch: when its client created it, and 16 bytes that tell
+/// the client's batches apart; scoped to the caller. The canister records the key with the
+/// batch's outcomes in the batch's transaction, and answers a repeated key with those outcomes
+/// without running anything. The window rules are ICRC-1's transaction deduplication: a key is
+/// accepted from `now − 24 h − 60 s` to `now + 60 s`.
+///
+/// The library's one key type: Candid carries it as `record { created_at_time : nat64; id :
+/// blob }` (an id of another length than 16 is refused when the argument is decoded, naming
+/// its length), both packed formats as 8 bytes of `created_at_time` little-endian and the 16
+/// id bytes, `batch_core` records it as it is, and the clients make it.
+#[derive(
+    CandidType, Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord,
+)]
 pub struct BatchKey {
-    /// Nanoseconds since the Unix epoch when the client created the batch.
+    /// Nanoseconds since the Unix epoch when the client created the batch (ICRC-1's
+    /// `created_at_time`).
     pub created_at_time: u64,
-    /// 16 bytes chosen by the client so that its keys differ (any other length is refused as
-    /// `Invalid`).
-    #[serde(with = "serde_bytes")]
-    pub id: Vec<u8>,
+    /// Chosen by the client so that its keys differ.
+    #[serde(with = "key_id")]
+    pub id: [u8; 16],
+}
+
+impl std::fmt::Display for BatchKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}/", self.created_at_time)?;
+        self.id.iter().try_for_each(|b| write!(f, "{b:02x}"))
+    }
+}
+
+/// A key's id as bytes (Candid's `blob`), refusing another length than 16 with its length.
+mod key_id {
+    use serde::de::{Error, Visitor};
+    use serde::{Deserializer, Serializer};
+
+    pub fn serialize<S: Serializer>(id: &[u8; 16], s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_bytes(id)
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<[u8; 16], D::Error> {
+        d.deserialize_bytes(Id)
+    }
+
+    struct Id;
+
+    impl Visitor<'_> for Id {
+        type Value = [u8; 16];
+
+        fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            f.write_str("16 bytes")
+        }
+
+        fn visit_bytes<E: Error>(self, bytes: &[u8]) -> Result<[u8; 16], E> {
+            bytes.try_into().map_err(|_| {
+                E::custom(format!(
+                    "the batch key's id has {} bytes; it must have 16",
+                    bytes.len()
+                ))
+            })
+        }
+
+        fn visit_byte_buf<E: Error>(self, bytes: Vec<u8>) -> Result<[u8; 16], E> {
+            self.visit_bytes(&bytes)
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use candid::{CandidType, Decode, Deserialize, Encode};
+
+    use super::{BatchKey, WriteError};
+
+    /// What Candid's error says first (its text is the decoder's state).
+    fn cause(error: candid::Error) -> String {
+        match error {
+            candid::Error::Custom(e) => e.root_cause().to_string(),
+            other => panic!("{other}"),
+        }
+    }
+
+    /// The key as Candid carried it before it was the one key type (the id a `Vec<u8>`).
+    #[derive(CandidType, Deserialize)]
+    struct CandidKey {
+        created_at_time: u64,
+        #[serde(with = "serde_bytes")]
+        id: Vec<u8>,
+    }
+
+    /// The one key is Candid's `record { created_at_time : nat64; id : blob }`, byte for byte
+    /// as before; an id of another length than 16 is refused when it is decoded, naming its
+    /// length, inside an `opt` too (never read as `null`, which would run a keyed batch
+    /// unkeyed).
+    #[test]
+    fn the_key_is_the_candid_record_and_refuses_another_id_length() {
+        let key = BatchKey {
+            created_at_time: 7,
+            id: [3; 16],
+        };
+        let old = CandidKey {
+            created_at_time: 7,
+            id: vec![3; 16],
+        };
+        assert_eq!(Encode!(&key).unwrap(), Encode!(&old).unwrap());
+        assert_eq!(Decode!(&Encode!(&old).unwrap(), BatchKey).unwrap(), key);
+        assert_eq!(key.to_string(), "7/03030303030303030303030303030303");
+        for len in [0, 15, 17] {
+            let short = CandidKey {
+                created_at_time: 7,
+                id: vec![3; len],
+            };
+            let err = Decode!(&Encode!(&short).unwrap(), BatchKey).unwrap_err();
+            assert_eq!(
+                cause(err),
+                format!("Deserialize error: the batch key's id has {len} bytes; it must have 16")
+            );
+            let err = Decode!(&Encode!(&Some(short)).unwrap(), Option<BatchKey>).unwrap_err();
+            assert!(cause(err).ends_with("must have 16"));
+        }
+        // The error of a key refused by the canister still names the key's time.
+        let refused = WriteError::DigestMismatch {
+            created_at_time: key.created_at_time,
+        };
+        assert!(refused.to_string().contains("created_at_time 7 ns"));
+    }
 }

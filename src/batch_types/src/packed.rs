@@ -26,10 +26,18 @@
 //! | 0 | one `Committed` | `rows_changed: uint`, `last_insert_rowid: sint` |
 //! | 1 | one `Failed` | `code: sint`, `message: text` |
 //! | 2 | `count` `Committed`, all with `rows_changed`, the k-th (from 0) with `last_insert_rowid` = `first + k · step` | `count: uint`, `rows_changed: uint`, `first: sint`, `step: sint` |
+//! | 3 | `count` identical `Failed` | `count: uint`, `code: sint`, `message: text` |
+//! | 4 | `count` `NotExecuted` | `count: uint` |
+//!
+//! These outcome records are the library's one outcome codec ([`put_outcomes`],
+//! [`read_outcomes_from`]): the reference canister's hand-written packed reply carries them
+//! too, and `batch_core` stores a keyed batch's outcomes in them.
 //!
 //! A run is what a batch of inserts returns (each op its own rowid, one above the last) and of
 //! single-row updates (step 0): 10,000 committed inserts take a few bytes, and each reply byte
-//! saved is 50 instructions the canister does not spend on `ic0.msg_reply_data_append`.
+//! saved is 50 instructions the canister does not spend on `ic0.msg_reply_data_append`. So are
+//! the ops a batch's budget did not reach (one record for all of them) and a failure repeated
+//! (a trigger's `RAISE` on every op of a batch: its message once).
 //!
 //! Each value has one encoding: a varint is read only in its shortest form (no padding bytes
 //! of 0x80 ending in 0x00), so the bytes of a request are a function of its ops, and a client
@@ -42,10 +50,8 @@
 //! is refused whole, naming the byte offset where the refused field starts; a request is
 //! refused before any op runs.
 
-use serde::{Deserialize, Serialize};
-
 use crate::declare::{Declaration, ParamKind};
-use crate::{OpError, Outcome, SqlParam};
+use crate::{BatchKey, OpError, Outcome, SqlParam};
 
 /// The format version of requests.
 pub const REQUEST_VERSION: u8 = 16;
@@ -60,7 +66,9 @@ pub const REQUEST_HEADER_BYTES: usize = 1 + 8 + 8 + 16;
 const COMMITTED: u8 = 0;
 const FAILED: u8 = 1;
 const COMMITTED_RUN: u8 = 2;
-/// The shortest run [`put_outcomes`] writes as one record.
+const FAILED_REPEAT: u8 = 3;
+const NOT_EXECUTED: u8 = 4;
+/// The shortest run of committed outcomes [`put_outcomes`] writes as one record.
 const MIN_RUN: usize = 3;
 
 /// Why packed bytes were refused: what was expected, at which byte offset.
@@ -80,62 +88,13 @@ impl std::fmt::Display for PackedError {
 
 impl std::error::Error for PackedError {}
 
-/// A batch's key: when its client created it, and 16 bytes that tell the client's batches
-/// apart; scoped to a caller. The one key type of the library: batch_core records it
-/// (`batch_core::BatchKey`), both packed formats carry it (8 bytes of `created_at_time_ns`
-/// little-endian, then the id), and the clients make it (`ic_batch_client::BatchKey`); only
-/// Candid carries it as a record of its own ([`crate::BatchKey`], the id as a `blob`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
-pub struct PackedKey {
-    /// Nanoseconds since the Unix epoch when the client created the batch (ICRC-1's
-    /// `created_at_time`).
-    pub created_at_time_ns: u64,
-    /// Chosen by the client so that its keys differ.
-    pub id: [u8; 16],
-}
-
-impl TryFrom<&crate::BatchKey> for PackedKey {
-    type Error = crate::WriteError;
-
-    /// The Candid key as the one key: refused as `Invalid` unless its id has 16 bytes.
-    fn try_from(key: &crate::BatchKey) -> Result<Self, Self::Error> {
-        let id: [u8; 16] = key.id.as_slice().try_into().map_err(|_| {
-            crate::WriteError::Invalid(format!(
-                "the batch key's id has {} bytes; it must have 16",
-                key.id.len()
-            ))
-        })?;
-        Ok(PackedKey {
-            created_at_time_ns: key.created_at_time,
-            id,
-        })
-    }
-}
-
-impl From<PackedKey> for crate::BatchKey {
-    /// The key as Candid carries it.
-    fn from(key: PackedKey) -> Self {
-        crate::BatchKey {
-            created_at_time: key.created_at_time_ns,
-            id: key.id.to_vec(),
-        }
-    }
-}
-
-impl std::fmt::Display for PackedKey {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{}/", self.created_at_time_ns)?;
-        self.id.iter().try_for_each(|b| write!(f, "{b:02x}"))
-    }
-}
-
 /// The header of a request: the digest of the declaration it was built for, and the key.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct RequestHeader {
     /// The digest of the declaration the client built the request for.
     pub digest: [u8; 8],
     /// The batch's key.
-    pub key: PackedKey,
+    pub key: BatchKey,
 }
 
 /// One decoded op: the index of its write in the declaration and its parameters, in declared
@@ -160,10 +119,10 @@ pub struct PackedReply {
 /// Starts a request for `declaration` under `key`: append each op with
 /// [`Declaration::put_op`](crate::declare::Declaration) or a [`Writes`](crate::declare::Writes)
 /// type's `put_op`.
-pub fn request_header(out: &mut Vec<u8>, digest: [u8; 8], key: &PackedKey) {
+pub fn request_header(out: &mut Vec<u8>, digest: [u8; 8], key: &BatchKey) {
     out.push(REQUEST_VERSION);
     out.extend_from_slice(&digest);
-    out.extend_from_slice(&key.created_at_time_ns.to_le_bytes());
+    out.extend_from_slice(&key.created_at_time.to_le_bytes());
     out.extend_from_slice(&key.id);
 }
 
@@ -172,13 +131,13 @@ pub fn request_header(out: &mut Vec<u8>, digest: [u8; 8], key: &PackedKey) {
 pub fn read_header(bytes: &[u8]) -> Result<(RequestHeader, &[u8]), PackedError> {
     let mut r = Reader::with_version(bytes, REQUEST_VERSION)?;
     let digest = r.array::<8>("the declaration's digest")?;
-    let created_at_time_ns = u64::from_le_bytes(r.array::<8>("created_at_time")?);
+    let created_at_time = u64::from_le_bytes(r.array::<8>("created_at_time")?);
     let id = r.array::<16>("the key's id")?;
     Ok((
         RequestHeader {
             digest,
-            key: PackedKey {
-                created_at_time_ns,
+            key: BatchKey {
+                created_at_time,
                 id,
             },
         },
@@ -275,12 +234,14 @@ pub fn decode_reply(bytes: &[u8], max_outcomes: usize) -> Result<PackedReply, Pa
     })
 }
 
-/// Appends `outcomes`, runs of three or more committed outcomes with one `rows_changed` and
-/// evenly spaced rowids as one record each.
+/// Appends `outcomes` as outcome records: runs of three or more committed outcomes with one
+/// `rows_changed` and evenly spaced rowids as one record each, a failure repeated in a row as
+/// one record, and the ops not executed in a row as one. O(outcomes + bytes of their messages).
 pub fn put_outcomes(out: &mut Vec<u8>, outcomes: &[Outcome]) {
     let mut i = 0;
     while i < outcomes.len() {
-        if let Some((count, rows_changed, first, step)) = committed_run(&outcomes[i..]) {
+        let rest = &outcomes[i..];
+        if let Some((count, rows_changed, first, step)) = committed_run(rest) {
             out.push(COMMITTED_RUN);
             put_uint(out, count as u64);
             put_uint(out, rows_changed);
@@ -289,7 +250,8 @@ pub fn put_outcomes(out: &mut Vec<u8>, outcomes: &[Outcome]) {
             i += count;
             continue;
         }
-        match &outcomes[i] {
+        let repeats = || rest.iter().take_while(|o| *o == &rest[0]).count();
+        i += match &rest[0] {
             Outcome::Committed {
                 rows_changed,
                 last_insert_rowid,
@@ -297,15 +259,36 @@ pub fn put_outcomes(out: &mut Vec<u8>, outcomes: &[Outcome]) {
                 out.push(COMMITTED);
                 put_uint(out, *rows_changed);
                 put_sint(out, *last_insert_rowid);
+                1
             }
             Outcome::Failed(OpError { code, message }) => {
-                out.push(FAILED);
+                let count = repeats();
+                if count == 1 {
+                    out.push(FAILED);
+                } else {
+                    out.push(FAILED_REPEAT);
+                    put_uint(out, count as u64);
+                }
                 put_sint(out, i64::from(*code));
                 put_text(out, message);
+                count
             }
-        }
-        i += 1;
+            Outcome::NotExecuted => {
+                let count = repeats();
+                put_not_executed(out, count);
+                count
+            }
+        };
     }
+}
+
+/// Appends one record of `count` (at least 1) [`Outcome::NotExecuted`], as [`put_outcomes`]
+/// writes them in a row: what a batch records for the ops its budget did not reach, without
+/// making them first.
+pub fn put_not_executed(out: &mut Vec<u8>, count: usize) {
+    debug_assert!(count > 0, "a record stands for at least one outcome");
+    out.push(NOT_EXECUTED);
+    put_uint(out, count as u64);
 }
 
 /// The run of committed outcomes `outcomes` starts with, as (count, rows_changed, first rowid,
@@ -316,7 +299,7 @@ fn committed_run(outcomes: &[Outcome]) -> Option<(usize, u64, i64, i64)> {
             rows_changed,
             last_insert_rowid,
         } => Some((*rows_changed, *last_insert_rowid)),
-        Outcome::Failed(_) => None,
+        Outcome::Failed(_) | Outcome::NotExecuted => None,
     };
     let (rows_changed, first) = committed(outcomes.first()?)?;
     let (second_rows, second) = committed(outcomes.get(1)?)?;
@@ -359,20 +342,24 @@ fn read_outcomes(r: &mut Reader<'_>, max_outcomes: usize) -> Result<Vec<Outcome>
         if outcomes.len() == max_outcomes {
             return Err(r.error(format!("more than {max_outcomes} outcomes")));
         }
-        let outcome = match r.byte("an outcome tag")? {
+        let room = (max_outcomes - outcomes.len()) as u64;
+        // The outcomes a record of several stands for: 1 to `room`.
+        let count = |r: &mut Reader<'_>| {
+            let at = r.offset;
+            let count = r.uint("count")?;
+            if count == 0 || count > room {
+                r.offset = at;
+                return Err(r.error(format!("a run of {count} outcomes (1 to {room} expected)")));
+            }
+            Ok(count as usize)
+        };
+        match r.byte("an outcome tag")? {
             COMMITTED_RUN => {
                 let at = r.offset;
-                let count = r.uint("count")?;
+                let count = count(r)? as u64;
                 let rows_changed = r.uint("rows_changed")?;
                 let first = r.sint("first")?;
                 let step = r.sint("step")?;
-                let room = (max_outcomes - outcomes.len()) as u64;
-                if count == 0 || count > room {
-                    r.offset = at;
-                    return Err(
-                        r.error(format!("a run of {count} outcomes (1 to {room} expected)"))
-                    );
-                }
                 // The last rowid must be in range: then every one before it is.
                 let span = i128::from(step) * i128::from(count - 1);
                 if i64::try_from(i128::from(first) + span).is_err() {
@@ -385,29 +372,26 @@ fn read_outcomes(r: &mut Reader<'_>, max_outcomes: usize) -> Result<Vec<Outcome>
                     rows_changed,
                     last_insert_rowid: first.wrapping_add((k as i64).wrapping_mul(step)),
                 }));
-                continue;
             }
-            COMMITTED => Outcome::Committed {
+            COMMITTED => outcomes.push(Outcome::Committed {
                 rows_changed: r.uint("rows_changed")?,
                 last_insert_rowid: r.sint("last_insert_rowid")?,
-            },
-            FAILED => {
-                let at = r.offset;
-                let code = i32::try_from(r.sint("code")?).map_err(|_| PackedError {
-                    offset: at,
-                    what: "code does not fit in 32 bits".into(),
-                })?;
-                Outcome::Failed(OpError {
-                    code,
-                    message: r.text("message")?,
-                })
+            }),
+            FAILED => outcomes.push(Outcome::Failed(r.op_error()?)),
+            FAILED_REPEAT => {
+                let count = count(r)?;
+                let failed = Outcome::Failed(r.op_error()?);
+                outcomes.extend(std::iter::repeat_n(failed, count));
+            }
+            NOT_EXECUTED => {
+                let count = count(r)?;
+                outcomes.extend(std::iter::repeat_n(Outcome::NotExecuted, count));
             }
             tag => {
                 r.offset -= 1;
                 return Err(r.error(format!("unknown outcome tag {tag}")));
             }
-        };
-        outcomes.push(outcome);
+        }
     }
     Ok(outcomes)
 }
@@ -595,6 +579,19 @@ impl<'b> Reader<'b> {
         Ok(bytes)
     }
 
+    /// A failure's code and message.
+    fn op_error(&mut self) -> Result<OpError, PackedError> {
+        let at = self.offset;
+        let code = i32::try_from(self.sint("code")?).map_err(|_| PackedError {
+            offset: self.base + at,
+            what: "code does not fit in 32 bits".into(),
+        })?;
+        Ok(OpError {
+            code,
+            message: self.text("message")?,
+        })
+    }
+
     fn text(&mut self, what: &str) -> Result<String, PackedError> {
         let start = self.offset;
         let bytes = self.bytes(what)?;
@@ -605,40 +602,5 @@ impl<'b> Reader<'b> {
                 Err(self.error(format!("{what} is not UTF-8: {e}")))
             }
         }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::PackedKey;
-    use crate::{BatchKey, WriteError};
-
-    /// The Candid key and the one key carry the same fields; an id of another length than 16
-    /// is refused `Invalid`, naming its length.
-    #[test]
-    fn the_candid_key_is_the_one_key_when_its_id_has_16_bytes() {
-        let key = PackedKey {
-            created_at_time_ns: 7,
-            id: [3; 16],
-        };
-        let candid = BatchKey::from(key);
-        assert_eq!(
-            candid,
-            BatchKey {
-                created_at_time: 7,
-                id: vec![3; 16]
-            }
-        );
-        assert_eq!(PackedKey::try_from(&candid), Ok(key));
-        let short = BatchKey {
-            created_at_time: 7,
-            id: vec![3; 15],
-        };
-        assert_eq!(
-            PackedKey::try_from(&short),
-            Err(WriteError::Invalid(
-                "the batch key's id has 15 bytes; it must have 16".into()
-            ))
-        );
     }
 }

@@ -7,8 +7,8 @@
 //! the same file.
 
 use batch_types::declare::{Blob, Writes, encode_request};
-use batch_types::packed::{self, PackedKey};
-use batch_types::{OpError, Outcome, SqlParam};
+use batch_types::packed;
+use batch_types::{BatchKey, OpError, Outcome, SqlParam};
 use serde_json::{Value, json};
 
 const PATH: &str = concat!(
@@ -40,9 +40,9 @@ fn hex(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
-fn key(created_at_time_ns: u64, fill: u8) -> PackedKey {
-    PackedKey {
-        created_at_time_ns,
+fn key(created_at_time: u64, fill: u8) -> BatchKey {
+    BatchKey {
+        created_at_time,
         id: [fill; 16],
     }
 }
@@ -80,10 +80,11 @@ fn outcome_json(outcome: &Outcome) -> Value {
         Outcome::Failed(OpError { code, message }) => {
             json!({ "Failed": { "code": code, "message": message } })
         }
+        Outcome::NotExecuted => json!({ "NotExecuted": null }),
     }
 }
 
-fn requests() -> Vec<(PackedKey, Vec<VectorWrite>)> {
+fn requests() -> Vec<(BatchKey, Vec<VectorWrite>)> {
     vec![
         (key(0, 0), vec![]),
         (
@@ -160,7 +161,7 @@ fn replies() -> Vec<(bool, Vec<Outcome>)> {
                 committed(0, 11),
                 committed(0, 11),
                 committed(2, -3),
-                failed(9, "not executed: the batch's instruction budget ran out"),
+                failed(9, "interrupted: the op reached its instruction limit"),
             ],
         ),
         (
@@ -171,6 +172,21 @@ fn replies() -> Vec<(bool, Vec<Outcome>)> {
                 committed(1, i64::MAX),
             ],
         ),
+        // A failure repeated (one record, tag 3), a lone failure, and the ops a budget did
+        // not reach (one record, tag 4).
+        (
+            true,
+            vec![
+                failed(1811, "trigger: too late"),
+                failed(1811, "trigger: too late"),
+                failed(1811, "trigger: too late"),
+                failed(19, "é"),
+                committed(1, 1),
+                Outcome::NotExecuted,
+                Outcome::NotExecuted,
+            ],
+        ),
+        (false, vec![Outcome::NotExecuted]),
     ]
 }
 
@@ -208,7 +224,7 @@ fn vectors() -> Value {
         .map(|(key, ops)| {
             json!({
                 "key": {
-                    "created_at_time_ns": key.created_at_time_ns.to_string(),
+                    "created_at_time_ns": key.created_at_time.to_string(),
                     "id": hex(&key.id),
                 },
                 "ops": ops.iter().map(op_json).collect::<Vec<_>>(),

@@ -2,7 +2,8 @@ use candid::types::CandidType;
 use proptest::prelude::*;
 
 use super::*;
-use crate::packed::{self, PackedKey};
+use crate::BatchKey;
+use crate::packed;
 
 crate::writes! {
     /// A todo store's writes.
@@ -36,8 +37,8 @@ mod reordered {
     }
 }
 
-const KEY: PackedKey = PackedKey {
-    created_at_time_ns: 1_700_000_000_000_000_000,
+const KEY: BatchKey = BatchKey {
+    created_at_time: 1_700_000_000_000_000_000,
     id: [7; 16],
 };
 
@@ -306,6 +307,54 @@ fn a_reply_keeps_its_outcomes_and_packs_runs() {
     );
 }
 
+/// A failure repeated in a row is one record (tag 3: its message once), and so are the ops
+/// a batch's budget did not reach (tag 4); a run's count outside 1 to the outcomes left is
+/// refused at the count's offset.
+#[test]
+fn repeated_failures_and_ops_not_executed_are_one_record_each() {
+    let raised = Outcome::failed(1811, "x".repeat(900));
+    let mut outcomes = vec![raised.clone(); 2_200];
+    outcomes.push(Outcome::Committed {
+        rows_changed: 1,
+        last_insert_rowid: 4,
+    });
+    outcomes.extend(std::iter::repeat_n(Outcome::NotExecuted, 7_799));
+    let bytes = packed::encode_reply(false, &outcomes);
+    assert_eq!(
+        bytes[..5],
+        [packed::REPLY_VERSION, 0, 3, 0x98, 0x11],
+        "a repeat of 2,200"
+    );
+    assert!(bytes.len() < 930, "{} bytes", bytes.len());
+    assert_eq!(
+        bytes[bytes.len() - 3..],
+        [4, 0xf7, 0x3c],
+        "7,799 not executed"
+    );
+    let reply = packed::decode_reply(&bytes, outcomes.len()).unwrap();
+    assert_eq!(reply.outcomes, outcomes);
+    // One more outcome than the ops sent: refused at the last count.
+    let err = packed::decode_reply(&bytes, outcomes.len() - 1).unwrap_err();
+    assert_eq!(
+        (err.offset, err.what.as_str()),
+        (
+            bytes.len() - 2,
+            "a run of 7799 outcomes (1 to 7798 expected)"
+        )
+    );
+    // A count of 0 is refused too.
+    let zero = [packed::REPLY_VERSION, 0, 4, 0];
+    assert_eq!(
+        packed::decode_reply(&zero, 10).unwrap_err().what,
+        "a run of 0 outcomes (1 to 10 expected)"
+    );
+    // A single op not executed is a record of one; a failure alone is tag 1.
+    assert_eq!(
+        packed::encode_reply(true, &[Outcome::NotExecuted, raised.clone()])[..5],
+        [packed::REPLY_VERSION, 1, 4, 1, 1]
+    );
+}
+
 #[test]
 fn refusals_say_what_and_where() {
     let mismatch = BatchRefusal::DeclarationMismatch {
@@ -380,7 +429,35 @@ fn arb_op() -> impl Strategy<Value = TodoWrite> {
     ]
 }
 
+fn arb_outcome() -> impl Strategy<Value = Outcome> {
+    prop_oneof![
+        (0..3u64, -2..3i64).prop_map(|(rows_changed, last_insert_rowid)| Outcome::Committed {
+            rows_changed,
+            last_insert_rowid
+        }),
+        (prop_oneof![Just(9), Just(19), any::<i32>()], "[ab]{0,2}")
+            .prop_map(|(code, message)| Outcome::failed(code, message)),
+        Just(Outcome::NotExecuted),
+    ]
+}
+
 proptest! {
+    /// Any outcomes (runs, repeats and singles mixed, in any order) read back exactly, and
+    /// their records are never longer than one record per outcome.
+    #[test]
+    fn any_outcomes_read_back_exactly(outcomes in proptest::collection::vec(arb_outcome(), 0..40)) {
+        let mut records = Vec::new();
+        packed::put_outcomes(&mut records, &outcomes);
+        let mut singles = 0;
+        for o in &outcomes {
+            let mut one = Vec::new();
+            packed::put_outcomes(&mut one, std::slice::from_ref(o));
+            singles += one.len();
+        }
+        prop_assert!(records.len() <= singles);
+        prop_assert_eq!(packed::read_outcomes_from(&records, 0, outcomes.len()).unwrap(), outcomes);
+    }
+
     #[test]
     fn any_ops_read_back_exactly(ops in proptest::collection::vec(arb_op(), 0..20)) {
         let request = encode_request(&KEY, &ops);
