@@ -6,7 +6,7 @@
 
 use batch_core::rusqlite::Connection;
 use batch_core::{
-    BatchQueue, Config, CountingMeter, OpOutcome, OpStatus, SqlValue, Statement, WriteOp,
+    BatchQueue, Config, CountingMeter, OpError, OpStatus, Outcome, SqlValue, Statement, WriteOp,
 };
 
 const SCHEMA: &str = "
@@ -66,13 +66,16 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     );
     for ticket in &tickets {
         match queue.status(*ticket) {
-            OpStatus::Done(OpOutcome::Committed {
+            OpStatus::Done(Outcome::Committed {
                 rows_changed,
                 last_insert_rowid,
             }) => println!(
                 "op {ticket:?}: committed, {rows_changed} row(s), rowid {last_insert_rowid}"
             ),
-            OpStatus::Done(OpOutcome::Failed { code, error }) => {
+            OpStatus::Done(Outcome::Failed(OpError {
+                code,
+                message: error,
+            })) => {
                 println!("op {ticket:?}: failed with SQLite code {code}: {error}")
             }
             other => println!("op {ticket:?}: {other:?}"),

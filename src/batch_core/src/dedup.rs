@@ -1,15 +1,13 @@
 //! Exactly-once client batches: [`Deduplicator`] (its documentation states the rules, the
 //! storage and the costs), the key, the digest, and the stored form of outcomes.
 
-use std::fmt;
-
 use rusqlite::{Connection, ErrorCode, OptionalExtension, TransactionBehavior, params};
 use serde::{Deserialize, Serialize};
 use xxhash_rust::xxh3::{Xxh3, xxh3_128};
 
-use crate::executor::{FlushError, execute_batch_within_then, not_executed};
+use crate::executor::{FlushError, execute_batch_within_then};
 use crate::meter::{Budget, InstructionMeter};
-use crate::op::{OpOutcome, SqlValue, WriteOp};
+use crate::op::{Outcome, SqlValue, WriteOp};
 
 #[cfg(test)]
 mod proptests;
@@ -111,10 +109,13 @@ const RELEASE: &str =
 const EXPIRED_LEFT: &str =
     "SELECT EXISTS (SELECT 1 FROM batch_core_dedup_keys WHERE created_at < ?1)";
 
-/// A batch's key: when its client created it, and 16 bytes that tell the client's batches
-/// apart; scoped to a caller. The library's one key type (`ic-rusqlite-batch-types`'
-/// `packed::PackedKey`), which the packed formats carry and the clients make.
-pub use batch_types::packed::PackedKey as BatchKey;
+/// A batch's key (`ic-rusqlite-batch-types`' type: the library's one key, which Candid and
+/// the packed formats carry and the clients make), scoped to a caller.
+pub use batch_types::BatchKey;
+/// Whose share of the key store is full ([`DedupError::StoreFull`]): the caller's
+/// ([`DedupConfig::max_keys_per_caller`], [`DedupConfig::max_bytes_per_caller`]) or the
+/// store's ([`DedupConfig::max_keys`], [`DedupConfig::max_bytes`]).
+pub use batch_types::StoreShare;
 
 /// The XXH3-128 of a batch's ops (canonical big-endian bytes): what tells a retry of a batch
 /// from another batch sent with the same key.
@@ -310,11 +311,11 @@ pub enum DedupError {
     /// The key was created before `now − window − drift`: whether a batch with this key ran is
     /// no longer answered.
     #[error(
-        "TooOld: the key was created at {created_at_time_ns} ns, before the oldest accepted time {oldest_accepted_ns} ns (now {now_ns} ns minus the window and the permitted drift)"
+        "TooOld: the key was created at {created_at_time} ns, before the oldest accepted time {oldest_accepted_ns} ns (now {now_ns} ns minus the window and the permitted drift)"
     )]
     TooOld {
         /// The key's creation time.
-        created_at_time_ns: u64,
+        created_at_time: u64,
         /// The database's time.
         now_ns: u64,
         /// `now − window − drift`.
@@ -322,11 +323,11 @@ pub enum DedupError {
     },
     /// The key was created after `now + drift`: the client's clock is ahead.
     #[error(
-        "CreatedInFuture: the key was created at {created_at_time_ns} ns, after the newest accepted time {newest_accepted_ns} ns (now {now_ns} ns plus the permitted drift)"
+        "CreatedInFuture: the key was created at {created_at_time} ns, after the newest accepted time {newest_accepted_ns} ns (now {now_ns} ns plus the permitted drift)"
     )]
     CreatedInFuture {
         /// The key's creation time.
-        created_at_time_ns: u64,
+        created_at_time: u64,
         /// The database's time (ICRC-1's `ledger_time`).
         now_ns: u64,
         /// `now + drift`.
@@ -380,30 +381,59 @@ pub enum DedupError {
     },
 }
 
-/// Whose share of the key store is full ([`DedupError::StoreFull`]).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum StoreShare {
-    /// The caller holds [`DedupConfig::max_keys_per_caller`] keys or
-    /// [`DedupConfig::max_bytes_per_caller`] bytes: other callers may still record keys.
-    Caller,
-    /// The store holds [`DedupConfig::max_keys`] keys or [`DedupConfig::max_bytes`] bytes.
-    Store,
-}
-
-impl fmt::Display for StoreShare {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
-            StoreShare::Caller => "the caller's share of the deduplication store",
-            StoreShare::Store => "the deduplication store",
-        })
+/// What a keyed batch's refusal tells a canister's caller: the window rules, a reused key and a
+/// full store (naming whose share is full) as their own variants, a caller too long as
+/// `Invalid`, anything else (the store's or the transaction's failure) as `Database`.
+impl From<DedupError> for batch_types::WriteError {
+    fn from(error: DedupError) -> Self {
+        use batch_types::WriteError;
+        match error {
+            DedupError::TooOld {
+                created_at_time,
+                now_ns,
+                oldest_accepted_ns,
+            } => WriteError::TooOld {
+                created_at_time,
+                now: now_ns,
+                oldest_accepted: oldest_accepted_ns,
+            },
+            DedupError::CreatedInFuture {
+                created_at_time,
+                now_ns,
+                newest_accepted_ns,
+            } => WriteError::CreatedInFuture {
+                created_at_time,
+                now: now_ns,
+                newest_accepted: newest_accepted_ns,
+            },
+            DedupError::DigestMismatch { key } => WriteError::DigestMismatch {
+                created_at_time: key.created_at_time,
+            },
+            DedupError::StoreFull {
+                share,
+                keys_held,
+                max_keys,
+                bytes_held,
+                max_bytes,
+                ..
+            } => WriteError::StoreFull {
+                keys_held,
+                max_keys,
+                bytes_held,
+                max_bytes,
+                share,
+            },
+            DedupError::CallerTooLong { .. } => WriteError::Invalid(error.to_string()),
+            other => WriteError::Database(other.to_string()),
+        }
     }
 }
 
 /// The outcomes of a keyed batch.
 #[derive(Clone, Debug, PartialEq)]
-pub struct KeyedBatch {
+pub struct KeyedOutcomes {
     /// One outcome per op, in order: as the batch ran, or as recorded when it first ran.
-    pub outcomes: Vec<OpOutcome>,
+    pub outcomes: Vec<Outcome>,
     /// The key was already recorded: nothing ran now, and `outcomes` are the recorded ones.
     pub duplicate: bool,
 }
@@ -412,7 +442,7 @@ pub struct KeyedBatch {
 #[derive(Debug)]
 pub enum Lookup {
     /// The key is recorded with the same digest: the recorded outcomes (`duplicate` is set).
-    Duplicate(KeyedBatch),
+    Duplicate(KeyedOutcomes),
     /// The key is new and the store has room: run the batch with
     /// [`Deduplicator::execute_admitted_within`].
     New(Admitted),
@@ -490,7 +520,7 @@ pub struct PruneReport {
 ///
 /// # The key
 ///
-/// A [`BatchKey`] is the time the client created the batch (`created_at_time_ns`, nanoseconds
+/// A [`BatchKey`] is the time the client created the batch (`created_at_time`, nanoseconds
 /// since the Unix epoch, as in ICRC-1's `created_at_time`) and 16 bytes the client chooses so
 /// that its keys differ (a counter, random bytes). Keys are scoped to a caller: an opaque byte
 /// string of at most [`MAX_CALLER_BYTES`] (in a canister, the caller's principal), so two
@@ -610,12 +640,12 @@ impl Deduplicator {
 
     /// Checks the window rules alone (rules 1 and 2 of [`Deduplicator`]): no database access.
     pub fn check_window(&mut self, key: &BatchKey, now_ns: u64) -> Result<(), DedupError> {
-        let created_at_time_ns = key.created_at_time_ns;
+        let created_at_time = key.created_at_time;
         let oldest_accepted_ns = self.config.oldest_accepted_ns(now_ns);
-        if created_at_time_ns < oldest_accepted_ns {
+        if created_at_time < oldest_accepted_ns {
             self.counters.too_old += 1;
             return Err(DedupError::TooOld {
-                created_at_time_ns,
+                created_at_time,
                 now_ns,
                 oldest_accepted_ns,
             });
@@ -623,10 +653,10 @@ impl Deduplicator {
         let newest_accepted_ns = self.config.newest_accepted_ns(now_ns);
         // Creation times are stored as SQLite integers: a time past 2^63 ns (the year 2262)
         // is in the future of any database time.
-        if created_at_time_ns > newest_accepted_ns || i64::try_from(created_at_time_ns).is_err() {
+        if created_at_time > newest_accepted_ns || i64::try_from(created_at_time).is_err() {
             self.counters.created_in_future += 1;
             return Err(DedupError::CreatedInFuture {
-                created_at_time_ns,
+                created_at_time,
                 now_ns,
                 newest_accepted_ns,
             });
@@ -657,7 +687,7 @@ impl Deduplicator {
             });
         }
         self.check_window(key, now_ns)?;
-        let created_at = i64::try_from(key.created_at_time_ns).unwrap_or(i64::MAX);
+        let created_at = i64::try_from(key.created_at_time).unwrap_or(i64::MAX);
         self.ensure_schema(conn)?;
         // One read: the key's record, if any, and the store's and the caller's counts.
         type Held = (Option<Vec<u8>>, Option<Vec<u8>>, [i64; 4]);
@@ -681,7 +711,7 @@ impl Deduplicator {
             let outcomes = stored::decode(&outcomes, ops)
                 .map_err(|reason| DedupError::CorruptRecord { key: *key, reason })?;
             self.counters.duplicates_answered += 1;
-            return Ok(Lookup::Duplicate(KeyedBatch {
+            return Ok(Lookup::Duplicate(KeyedOutcomes {
                 outcomes,
                 duplicate: true,
             }));
@@ -724,14 +754,13 @@ impl Deduplicator {
         admitted: Admitted,
         ops: &[WriteOp],
         budget: &Budget<M>,
-    ) -> Result<KeyedBatch, DedupError> {
-        let not_run = not_executed(budget, ops.len());
+    ) -> Result<KeyedOutcomes, DedupError> {
         let len = ops.len();
         let config = self.config.clone();
         // Set by the record step when it refuses the batch, read after the rollback.
         let mut refused: Option<Refusal> = None;
-        let mut record = |conn: &Connection, executed: &[OpOutcome]| -> rusqlite::Result<()> {
-            let blob = stored::encode(executed, len - executed.len(), &not_run);
+        let mut record = |conn: &Connection, executed: &[Outcome]| -> rusqlite::Result<()> {
+            let blob = stored::encode(executed, len - executed.len());
             let bytes = key_bytes(admitted.caller.len(), blob.len());
             let caller_reserved = conn.prepare_cached(RESERVE_CALLER)?.execute(params![
                 &admitted.caller[..],
@@ -784,7 +813,7 @@ impl Deduplicator {
         match (result, refused) {
             (Ok(outcomes), _) => {
                 self.counters.executed += 1;
-                Ok(KeyedBatch {
+                Ok(KeyedOutcomes {
                     outcomes,
                     duplicate: false,
                 })
@@ -805,7 +834,7 @@ impl Deduplicator {
                     &admitted.digest,
                     len,
                     // The key passed the window rules at the lookup that admitted it.
-                    admitted.key.created_at_time_ns,
+                    admitted.key.created_at_time,
                 )? {
                     Lookup::Duplicate(batch) => Ok(batch),
                     Lookup::New(_) => Err(DedupError::Store(refusal_error(
@@ -830,7 +859,7 @@ impl Deduplicator {
         ops: &[WriteOp],
         budget: &Budget<M>,
         now_ns: u64,
-    ) -> Result<KeyedBatch, DedupError> {
+    ) -> Result<KeyedOutcomes, DedupError> {
         match self.lookup(conn, caller, key, digest, ops.len(), now_ns)? {
             Lookup::Duplicate(batch) => Ok(batch),
             Lookup::New(admitted) => self.execute_admitted_within(conn, admitted, ops, budget),
@@ -1086,8 +1115,8 @@ fn read_meta(conn: &Connection) -> Result<(u64, u64), DedupError> {
 /// Records the key of an empty batch in a transaction of its own.
 fn record_alone(
     conn: &Connection,
-    record: &mut dyn FnMut(&Connection, &[OpOutcome]) -> rusqlite::Result<()>,
-) -> Result<Vec<OpOutcome>, FlushError> {
+    record: &mut dyn FnMut(&Connection, &[Outcome]) -> rusqlite::Result<()>,
+) -> Result<Vec<Outcome>, FlushError> {
     let tx = rusqlite::Transaction::new_unchecked(conn, TransactionBehavior::Immediate)
         .map_err(FlushError::Begin)?;
     record(conn, &[]).map_err(FlushError::BeforeCommit)?;

@@ -13,7 +13,7 @@ use rusqlite::{CachedStatement, Connection, ErrorCode, ffi};
 use crate::config::DEFAULT_COALESCE_ROWS;
 use crate::connection_state::{self, OpScope};
 use crate::meter::{Budget, InstructionMeter};
-use crate::op::{OpOutcome, Statement, WriteOp};
+use crate::op::{OpError, Outcome, Statement, WriteOp};
 use crate::queue::MAX_ERROR_BYTES;
 use batch_types::reply;
 
@@ -88,7 +88,7 @@ pub enum FlushError {
 /// re-application), just before `COMMIT`, given the outcomes of the ops executed so far. An
 /// error rolls the whole transaction back ([`FlushError::BeforeCommit`]).
 pub(crate) type BeforeCommit<'h> =
-    &'h mut dyn FnMut(&Connection, &[OpOutcome]) -> rusqlite::Result<()>;
+    &'h mut dyn FnMut(&Connection, &[Outcome]) -> rusqlite::Result<()>;
 
 /// Executes `ops` in ONE transaction (`BEGIN IMMEDIATE` ... `COMMIT`), with the same executor as
 /// [`BatchQueue::flush`](crate::BatchQueue::flush) but without an instruction budget, and
@@ -116,7 +116,7 @@ pub(crate) type BeforeCommit<'h> =
 /// [`FlushError::Commit`] means the transaction was rolled back and no op took effect.
 ///
 /// Cost: one transaction (one journal and page write-out at `COMMIT`) plus the statements.
-pub fn execute_batch(conn: &Connection, ops: &[WriteOp]) -> Result<Vec<OpOutcome>, FlushError> {
+pub fn execute_batch(conn: &Connection, ops: &[WriteOp]) -> Result<Vec<Outcome>, FlushError> {
     if ops.is_empty() {
         return Ok(Vec::new());
     }
@@ -136,8 +136,7 @@ pub fn execute_batch(conn: &Connection, ops: &[WriteOp]) -> Result<Vec<OpOutcome
 /// [`execute_batch`] within an instruction budget: what a canister calls for a client's batch.
 ///
 /// - Ops start only while the batch has used fewer than `budget.instructions`; the ops after
-///   that fail with [`SQLITE_INTERRUPT`](ffi::SQLITE_INTERRUPT) and "not executed: ..." without
-///   running.
+///   that are [`Outcome::NotExecuted`]: they did not run, and a client may send them again.
 /// - The running op is interrupted (SQLite's progress handler reads the meter every
 ///   [`PROGRESS_PERIOD_OPS`] virtual-machine operations) once the batch has used
 ///   [`budget.op_limit()`](Budget::op_limit) instructions. An interrupt rolls back the whole
@@ -160,19 +159,19 @@ pub fn execute_batch_within<M: InstructionMeter>(
     conn: &Connection,
     ops: &[WriteOp],
     budget: &Budget<M>,
-) -> Result<Vec<OpOutcome>, FlushError> {
+) -> Result<Vec<Outcome>, FlushError> {
     execute_batch_within_then(conn, ops, budget, None)
 }
 
 /// [`execute_batch_within`], running `before_commit` inside the transaction just before
 /// `COMMIT` with the outcomes of the executed ops (the ops the budget did not reach come after
-/// them, each [`not_executed`]). An empty `ops` runs nothing, `before_commit` included.
+/// them, each [`Outcome::NotExecuted`]). An empty `ops` runs nothing, `before_commit` included.
 pub(crate) fn execute_batch_within_then<M: InstructionMeter>(
     conn: &Connection,
     ops: &[WriteOp],
     budget: &Budget<M>,
     before_commit: Option<BeforeCommit<'_>>,
-) -> Result<Vec<OpOutcome>, FlushError> {
+) -> Result<Vec<Outcome>, FlushError> {
     if ops.is_empty() {
         return Ok(Vec::new());
     }
@@ -188,22 +187,8 @@ pub(crate) fn execute_batch_within_then<M: InstructionMeter>(
     };
     let run = run_batch_then(batch, &mut CoalesceCache::default(), before_commit)?;
     let mut outcomes = run.outcomes;
-    outcomes.resize(ops.len(), not_executed(budget, ops.len()));
+    outcomes.resize(ops.len(), Outcome::NotExecuted);
     Ok(outcomes)
-}
-
-/// The outcome of an op of [`execute_batch_within`] (a batch of `ops` ops) that its budget did
-/// not reach, its message cut as every outcome of the batch.
-pub(crate) fn not_executed<M>(budget: &Budget<M>, ops: usize) -> OpOutcome {
-    let mut outcome = OpOutcome::Failed {
-        code: ffi::SQLITE_INTERRUPT,
-        error: format!(
-            "not executed: the batch's instruction budget ({} instructions) was used up before this op started",
-            budget.instructions
-        ),
-    };
-    outcome.truncate_error(reply::max_error_bytes(ops));
-    outcome
 }
 
 /// Executes one op alone, in autocommit mode: the unbatched path, and the reference that batched
@@ -212,21 +197,21 @@ pub(crate) fn not_executed<M>(budget: &Budget<M>, ops: usize) -> OpOutcome {
 /// A [`WriteOp::Single`] runs in SQLite's implicit per-statement transaction; a [`WriteOp::Unit`]
 /// in its own transaction (its `SAVEPOINT` starts it and `RELEASE` commits it). If the caller has
 /// a transaction open, the op joins it instead. Errors, including a failed commit, are reported
-/// as [`OpOutcome::Failed`], their text cut to [`MAX_ERROR_BYTES`] as every outcome's. In a canister use [`execute_autocommit_within`].
-pub fn execute_autocommit(conn: &Connection, op: &WriteOp) -> OpOutcome {
+/// as [`Outcome::Failed`], their text cut to [`MAX_ERROR_BYTES`] as every outcome's. In a canister use [`execute_autocommit_within`].
+pub fn execute_autocommit(conn: &Connection, op: &WriteOp) -> Outcome {
     if let Err(error) = connection_state::ensure_guarded(conn) {
         return guard_failed(&error);
     }
     let mut outcome = execute_op(&mut Statements::new(conn), op, Mode::Autocommit, None).outcome;
-    outcome.truncate_error(MAX_ERROR_BYTES);
+    outcome.truncate_message(MAX_ERROR_BYTES);
     outcome
 }
 
-fn guard_failed(error: &rusqlite::Error) -> OpOutcome {
-    OpOutcome::Failed {
+fn guard_failed(error: &rusqlite::Error) -> Outcome {
+    Outcome::Failed(OpError {
         code: error_code(error),
-        error: format!("installing the instruction guard failed: {error}"),
-    }
+        message: format!("installing the instruction guard failed: {error}"),
+    })
 }
 
 /// [`execute_autocommit`] within an instruction budget: the op is interrupted once it has used
@@ -237,7 +222,7 @@ pub fn execute_autocommit_within<M: InstructionMeter>(
     conn: &Connection,
     op: &WriteOp,
     budget: &Budget<M>,
-) -> OpOutcome {
+) -> Outcome {
     let guard = match connection_state::ensure_guarded(conn)
         .and_then(|()| Guard::install(conn, &budget.meter))
     {
@@ -263,15 +248,15 @@ pub fn execute_autocommit_within<M: InstructionMeter>(
         ));
     }
     let mut outcome = run.outcome;
-    outcome.truncate_error(MAX_ERROR_BYTES);
+    outcome.truncate_message(MAX_ERROR_BYTES);
     outcome
 }
 
-fn interrupted(error: String) -> OpOutcome {
-    OpOutcome::Failed {
+fn interrupted(error: String) -> Outcome {
+    Outcome::Failed(OpError {
         code: ffi::SQLITE_INTERRUPT,
-        error,
-    }
+        message: error,
+    })
 }
 
 /// The most distinct SQL texts one batch keeps prepared; further texts go through the
@@ -409,7 +394,7 @@ pub(crate) enum OnInterrupt {
 #[derive(Debug, Default)]
 pub(crate) struct BatchRun {
     /// Outcomes of the executed prefix of the ops.
-    pub(crate) outcomes: Vec<OpOutcome>,
+    pub(crate) outcomes: Vec<Outcome>,
     /// Ops of the prefix that failed because the guard interrupted them.
     pub(crate) interrupted: usize,
     /// An op after the first was interrupted and left unexecuted ([`OnInterrupt::LeavePending`]).
@@ -584,7 +569,7 @@ fn run_batch_then<'a, M: InstructionMeter>(
     };
     // Every message cut to the batch's share of a reply before anything records it.
     for outcome in &mut run.outcomes {
-        outcome.truncate_error(max_error_bytes);
+        outcome.truncate_message(max_error_bytes);
     }
     commit(conn, attempt, &run, before_commit)?;
     Ok(run)
@@ -999,7 +984,7 @@ enum Mode {
 /// The outcome of one op, whether its failure ended the surrounding batch transaction (always
 /// `false` in autocommit mode), and whether the guard interrupted it.
 struct OpRun {
-    outcome: OpOutcome,
+    outcome: Outcome,
     transaction_lost: bool,
     interrupted: bool,
 }
@@ -1007,7 +992,10 @@ struct OpRun {
 impl OpRun {
     fn failed(code: i32, error: String, transaction_lost: bool) -> Self {
         OpRun {
-            outcome: OpOutcome::Failed { code, error },
+            outcome: Outcome::Failed(OpError {
+                code,
+                message: error,
+            }),
             transaction_lost,
             interrupted: false,
         }
@@ -1027,7 +1015,7 @@ fn execute_op(
     let mut run = match op {
         WriteOp::Single(statement) => match statements.run(statement) {
             Ok(rows_changed) => OpRun {
-                outcome: OpOutcome::Committed {
+                outcome: Outcome::Committed {
                     rows_changed,
                     last_insert_rowid: conn.last_insert_rowid(),
                 },
@@ -1084,7 +1072,7 @@ fn run_unit(prepared: &mut Statements<'_>, statements: &[Statement], mode: Mode)
         return OpRun::failed(error_code(&error), format!("RELEASE failed: {error}"), lost);
     }
     OpRun {
-        outcome: OpOutcome::Committed {
+        outcome: Outcome::Committed {
             rows_changed,
             last_insert_rowid,
         },

@@ -23,7 +23,7 @@ pub use dedup::{
     Admitted, BatchDigest, BatchKey, CALLERS_TABLE, DEFAULT_MAX_BYTES,
     DEFAULT_MAX_BYTES_PER_CALLER, DEFAULT_MAX_KEYS, DEFAULT_MAX_KEYS_PER_CALLER,
     DEFAULT_PERMITTED_DRIFT_NS, DEFAULT_WINDOW_NS, DedupConfig, DedupConfigError, DedupCounters,
-    DedupError, DedupStats, Deduplicator, KEY_OVERHEAD_BYTES, KEYS_TABLE, KeyedBatch, Lookup,
+    DedupError, DedupStats, Deduplicator, KEY_OVERHEAD_BYTES, KEYS_TABLE, KeyedOutcomes, Lookup,
     MAX_CALLER_BYTES, META_TABLE, PruneReport, StoreShare,
 };
 pub use executor::{
@@ -31,7 +31,7 @@ pub use executor::{
     execute_batch_within,
 };
 pub use meter::{Budget, CountingMeter, InstructionMeter};
-pub use op::{OpOutcome, Owner, SqlValue, Statement, Ticket, WriteOp};
+pub use op::{OpError, Outcome, Owner, SqlValue, Statement, Ticket, WriteOp};
 pub use persist::{FORMAT_VERSION, MAGIC, RestoreError, SaveError};
 pub use queue::{
     BatchQueue, FlushReport, MAX_ERROR_BYTES, OpStatus, PendingOp, QueueState, Stats,

@@ -1,10 +1,14 @@
-//! Write operations ([`WriteOp`]), their statements and values, and their outcomes.
+//! Write operations ([`WriteOp`]), their statements and values, and their outcomes
+//! ([`Outcome`], `ic-rusqlite-batch-types`' type: the one outcome of the library, which the
+//! canister answers and the clients read as it is).
 
 use std::borrow::Cow;
 
 use rusqlite::ToSql;
 use rusqlite::types::{FromSql, FromSqlResult, ToSqlOutput, Value, ValueRef};
 use serde::{Deserialize, Serialize};
+
+pub use batch_types::{OpError, Outcome};
 
 #[cfg(test)]
 mod tests;
@@ -223,7 +227,7 @@ impl Statement {
 }
 
 /// A write operation: what [`BatchQueue::submit`](crate::BatchQueue::submit) accepts and what gets
-/// one [`OpOutcome`].
+/// one [`Outcome`].
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub enum WriteOp {
     /// One statement. If it fails, SQLite undoes its partial effects (statement-level atomicity)
@@ -284,66 +288,5 @@ impl WriteOp {
 impl From<Statement> for WriteOp {
     fn from(statement: Statement) -> Self {
         WriteOp::Single(statement)
-    }
-}
-
-/// The result of one executed op.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub enum OpOutcome {
-    /// The op took effect (and its transaction committed).
-    Committed {
-        /// Rows inserted, updated or deleted directly by the op (SQLite's `changes()`, summed
-        /// over the statements of a unit; rows changed by triggers or foreign-key actions are not
-        /// counted; 0 for DDL).
-        rows_changed: u64,
-        /// Rowid of the last row the op inserted (for a unit: its last inserting statement);
-        /// 0 if the op inserted nothing. Unlike SQLite's connection-wide `last_insert_rowid()`,
-        /// this never leaks a rowid from an earlier op.
-        last_insert_rowid: i64,
-    },
-    /// The op failed and had no effect.
-    Failed {
-        /// SQLite's extended result code (<https://sqlite.org/rescode.html>), for example
-        /// 2067 `SQLITE_CONSTRAINT_UNIQUE`, 1299 `SQLITE_CONSTRAINT_NOTNULL`, 787
-        /// `SQLITE_CONSTRAINT_FOREIGNKEY`, 13 `SQLITE_FULL`. batch_core's own refusals use the
-        /// codes SQLite would: 9 `SQLITE_INTERRUPT` for an op the instruction guard interrupted or
-        /// a batch budget did not reach, 21 `SQLITE_MISUSE` for a statement that is not a write
-        /// or an empty unit, 25 `SQLITE_RANGE` for a wrong parameter count.
-        code: i32,
-        /// SQLite's own error message (for example `UNIQUE constraint failed: users.email`),
-        /// or rusqlite's for errors it detects (such as a wrong parameter count). For a unit it is
-        /// prefixed with the index of the failing statement: `statement 2: ...`.
-        error: String,
-    },
-}
-
-impl OpOutcome {
-    /// Whether the op took effect.
-    pub fn is_committed(&self) -> bool {
-        matches!(self, OpOutcome::Committed { .. })
-    }
-
-    /// The extended result code of a failed op.
-    pub fn code(&self) -> Option<i32> {
-        match self {
-            OpOutcome::Committed { .. } => None,
-            OpOutcome::Failed { code, .. } => Some(*code),
-        }
-    }
-
-    /// The error text of a failed op.
-    pub fn error(&self) -> Option<&str> {
-        match self {
-            OpOutcome::Committed { .. } => None,
-            OpOutcome::Failed { error, .. } => Some(error),
-        }
-    }
-
-    /// Cuts a failed op's error text to `max_bytes` (at a character boundary, ending with `…`;
-    /// see `batch_types::reply::truncate_message`); the code is kept.
-    pub fn truncate_error(&mut self, max_bytes: usize) {
-        if let OpOutcome::Failed { error, .. } = self {
-            batch_types::reply::truncate_message(error, max_bytes);
-        }
     }
 }

@@ -3,7 +3,7 @@
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
-use crate::op::{OpOutcome, Owner, Ticket};
+use crate::op::{Outcome, Owner, Ticket};
 
 #[cfg(test)]
 mod tests;
@@ -23,7 +23,7 @@ mod tests;
 #[derive(Clone, Debug, Default)]
 pub(crate) struct OutcomeStore {
     /// Kept outcomes in ticket order, `None` once evicted (until compaction).
-    entries: VecDeque<(Ticket, Owner, Option<OpOutcome>)>,
+    entries: VecDeque<(Ticket, Owner, Option<Outcome>)>,
     /// Entries that are `Some`.
     live: usize,
     capacity: usize,
@@ -134,13 +134,13 @@ impl OutcomeStore {
     /// Records the outcome of `ticket` (submitted by `owner`), which must be larger than every
     /// recorded ticket: in the history, and as a kept outcome, evicting per submitter beyond the
     /// capacity. O(log s) for s submitters with kept outcomes.
-    pub(crate) fn insert(&mut self, ticket: Ticket, owner: Owner, outcome: OpOutcome) {
+    pub(crate) fn insert(&mut self, ticket: Ticket, owner: Owner, outcome: Outcome) {
         self.history.push(ticket, owner, outcome.is_committed());
         self.keep(ticket, owner, outcome);
     }
 
     /// Keeps the outcome of `ticket` without recording it in the history (restoring a store).
-    pub(crate) fn keep(&mut self, ticket: Ticket, owner: Owner, outcome: OpOutcome) {
+    pub(crate) fn keep(&mut self, ticket: Ticket, owner: Owner, outcome: Outcome) {
         debug_assert!(self.entries.back().is_none_or(|(last, ..)| *last < ticket));
         if self.capacity == 0 {
             return;
@@ -254,7 +254,7 @@ impl OutcomeStore {
     }
 
     /// The kept outcome of `ticket` and its submitter. O(log n).
-    pub(crate) fn get(&self, ticket: Ticket) -> Option<(Owner, &OpOutcome)> {
+    pub(crate) fn get(&self, ticket: Ticket) -> Option<(Owner, &Outcome)> {
         let index = self
             .entries
             .binary_search_by_key(&ticket, |(t, ..)| *t)
@@ -269,7 +269,7 @@ impl OutcomeStore {
     }
 
     /// The kept outcomes with their tickets and submitters, oldest first.
-    pub(crate) fn iter(&self) -> impl Iterator<Item = (Ticket, Owner, &OpOutcome)> {
+    pub(crate) fn iter(&self) -> impl Iterator<Item = (Ticket, Owner, &Outcome)> {
         self.entries
             .iter()
             .filter_map(|(t, owner, o)| o.as_ref().map(|o| (*t, *owner, o)))

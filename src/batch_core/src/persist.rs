@@ -25,7 +25,7 @@ use serde::ser::SerializeSeq;
 use serde::{Deserialize, Serialize, Serializer};
 
 use crate::config::{Config, ConfigError, DEFAULT_COALESCE_ROWS, DEFAULT_HISTORY_CAPACITY};
-use crate::op::{OpOutcome, Owner, Ticket, WriteOp};
+use crate::op::{Outcome, Owner, Ticket, WriteOp};
 use crate::queue::{BatchQueue, PendingOp, QueueState, Stats, StoredOutcome};
 
 #[cfg(test)]
@@ -188,7 +188,7 @@ struct SavedV2<C> {
     commit_limit: Option<u64>,
     stats: StatsV2,
     pending: Vec<PendingOpV2>,
-    outcomes: Vec<(Ticket, OpOutcome)>,
+    outcomes: Vec<(Ticket, Outcome)>,
 }
 
 /// The [`Stats`] of format versions 1 and 2, before `capped_flushes`.

@@ -9,7 +9,7 @@ use serde::{Deserialize, Serialize};
 use crate::config::{Config, ConfigError};
 use crate::executor::{BatchRun, CoalesceCache, FlushError, OnInterrupt, error_code, run_batch};
 use crate::meter::{Budget, InstructionMeter};
-use crate::op::{OpOutcome, Owner, Ticket, WriteOp};
+use crate::op::{OpError, Outcome, Owner, Ticket, WriteOp};
 use crate::outcome_store::{History, OutcomeStore};
 
 #[cfg(test)]
@@ -121,7 +121,7 @@ pub enum OpStatus {
     /// Queued, not yet flushed.
     Pending,
     /// Flushed: its outcome.
-    Done(OpOutcome),
+    Done(Outcome),
     /// Flushed, but its outcome was evicted from the bounded outcome store (see
     /// [`Config::outcome_capacity`]).
     Evicted {
@@ -133,6 +133,48 @@ pub enum OpStatus {
     NotYours,
     /// No such ticket was ever issued by this queue.
     Unknown,
+}
+
+/// A flush's report as a canister's interface answers it (`flush`).
+impl From<FlushReport> for batch_types::FlushSummary {
+    fn from(r: FlushReport) -> Self {
+        batch_types::FlushSummary {
+            executed: r.executed as u64,
+            committed: r.committed as u64,
+            failed: r.failed as u64,
+            interrupted: r.interrupted as u64,
+            remaining: r.remaining as u64,
+            more_due: r.more_due,
+            instructions: r.instructions,
+        }
+    }
+}
+
+/// A ticket's status as a canister's interface answers it (`ticket_status`).
+impl From<OpStatus> for batch_types::TicketStatus {
+    fn from(status: OpStatus) -> Self {
+        use batch_types::TicketStatus;
+        match status {
+            OpStatus::Pending => TicketStatus::Pending,
+            OpStatus::Done(Outcome::Committed {
+                rows_changed,
+                last_insert_rowid,
+            }) => TicketStatus::Committed {
+                rows_changed,
+                last_insert_rowid,
+            },
+            OpStatus::Done(Outcome::Failed(error)) => TicketStatus::Failed(error),
+            // A flush leaves the ops it does not reach queued: a queue records no such outcome.
+            // Were one restored, it says what happened, as the failure of a flush's budget.
+            OpStatus::Done(Outcome::NotExecuted) => TicketStatus::Failed(OpError {
+                code: rusqlite::ffi::SQLITE_INTERRUPT,
+                message: "not executed".into(),
+            }),
+            OpStatus::Evicted { committed } => TicketStatus::Evicted { committed },
+            OpStatus::NotYours => TicketStatus::NotYours,
+            OpStatus::Unknown => TicketStatus::Unknown,
+        }
+    }
 }
 
 /// Counters of a [`BatchQueue`], since it was created (they survive
@@ -188,7 +230,7 @@ pub struct StoredOutcome {
     /// Who submitted it.
     pub owner: Owner,
     /// Its outcome.
-    pub outcome: OpOutcome,
+    pub outcome: Outcome,
 }
 
 /// Everything a [`BatchQueue`] knows except its [`Config`], as plain data (see
@@ -450,11 +492,11 @@ impl BatchQueue {
             Ok(run) => run,
             Err(FlushError::Commit(error)) if len == 1 && commit_failed_by_op(&error) => {
                 // The op cannot commit even alone: it fails, and the queue moves on.
-                let mut failure = OpOutcome::Failed {
+                let mut failure = Outcome::Failed(OpError {
                     code: error_code(&error),
-                    error: format!("COMMIT failed: {error}"),
-                };
-                failure.truncate_error(MAX_ERROR_BYTES);
+                    message: format!("COMMIT failed: {error}"),
+                });
+                failure.truncate_message(MAX_ERROR_BYTES);
                 self.stats.flush_errors += 1;
                 self.stats.last_error = Some(format!(
                     "ticket {}: COMMIT failed: {error}",
@@ -489,7 +531,7 @@ impl BatchQueue {
                 self.stats.last_error = Some(format!(
                     "ticket {}: {}",
                     op.ticket,
-                    outcome.error().unwrap_or_default()
+                    outcome.message().unwrap_or_default()
                 ));
             }
             self.outcomes.insert(op.ticket, owner, outcome);
@@ -524,15 +566,15 @@ impl BatchQueue {
     pub fn fail_first(&mut self, error: impl Into<String>) -> Option<Ticket> {
         let op = self.pending.pop_front()?;
         self.pending_bytes -= op.op.size_bytes();
-        let mut outcome = OpOutcome::Failed {
+        let mut outcome = Outcome::Failed(OpError {
             code: rusqlite::ffi::SQLITE_ABORT,
-            error: error.into(),
-        };
-        outcome.truncate_error(MAX_ERROR_BYTES);
+            message: error.into(),
+        });
+        outcome.truncate_message(MAX_ERROR_BYTES);
         self.stats.last_error = Some(format!(
             "ticket {}: {}",
             op.ticket,
-            outcome.error().unwrap_or_default()
+            outcome.message().unwrap_or_default()
         ));
         self.stats.failed += 1;
         self.outcomes.insert(op.ticket, op.owner, outcome);

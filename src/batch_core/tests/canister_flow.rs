@@ -4,8 +4,8 @@
 
 use batch_core::rusqlite::Connection;
 use batch_core::{
-    BatchQueue, Clock, Config, CountingMeter, ManualClock, OpOutcome, OpStatus, SqlValue, Ticket,
-    WriteOp,
+    BatchQueue, Clock, Config, CountingMeter, ManualClock, OpError, OpStatus, Outcome, SqlValue,
+    Ticket, WriteOp,
 };
 
 const SCHEMA: &str = "
@@ -129,15 +129,15 @@ fn size_trigger_timer_and_upgrade_lose_nothing() {
     assert!(canister.queue.is_empty());
     assert_eq!(
         canister.queue.status(tickets[5]),
-        OpStatus::Done(OpOutcome::Failed {
+        OpStatus::Done(Outcome::Failed(OpError {
             code: batch_core::rusqlite::ffi::SQLITE_CONSTRAINT_UNIQUE,
-            error: "UNIQUE constraint failed: users.email".into()
-        })
+            message: "UNIQUE constraint failed: users.email".into()
+        }))
     );
     for (i, ticket) in tickets.iter().take(5).enumerate() {
         assert_eq!(
             canister.queue.status(*ticket),
-            OpStatus::Done(OpOutcome::Committed {
+            OpStatus::Done(Outcome::Committed {
                 rows_changed: 1,
                 last_insert_rowid: i as i64 + 1
             })
@@ -166,7 +166,7 @@ fn client_side_batch_and_unbatched_writes() {
     );
     assert_eq!(
         alone,
-        OpOutcome::Committed {
+        Outcome::Committed {
             rows_changed: 1,
             last_insert_rowid: 1
         }
@@ -179,7 +179,7 @@ fn client_side_batch_and_unbatched_writes() {
     assert_eq!(
         outcomes
             .iter()
-            .map(OpOutcome::is_committed)
+            .map(Outcome::is_committed)
             .collect::<Vec<_>>(),
         vec![true, false, true]
     );

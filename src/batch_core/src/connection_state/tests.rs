@@ -7,7 +7,7 @@
 
 use rusqlite::Connection;
 
-use crate::op::{OpOutcome, SqlValue, Statement, WriteOp};
+use crate::op::{OpError, Outcome, SqlValue, Statement, WriteOp};
 use crate::testing::{count, insert_order, insert_user, open_db};
 use crate::{
     BatchDigest, BatchKey, BatchQueue, Budget, Config, CountingMeter, DedupConfig, Deduplicator,
@@ -20,55 +20,55 @@ fn sql(text: &str) -> WriteOp {
     WriteOp::single(text.to_owned(), vec![])
 }
 
-fn auth(error: String) -> OpOutcome {
-    OpOutcome::Failed {
+fn auth(error: String) -> Outcome {
+    Outcome::Failed(OpError {
         code: SQLITE_AUTH,
-        error,
-    }
+        message: error,
+    })
 }
 
-fn refused_pragma(name: &str) -> OpOutcome {
+fn refused_pragma(name: &str) -> Outcome {
     auth(format!(
         "refused, nothing happened: PRAGMA {name} with an argument changes the connection while it is compiled, outside any transaction (an op may only set user_version and application_id)"
     ))
 }
 
-fn temp(object: &str) -> OpOutcome {
+fn temp(object: &str) -> Outcome {
     auth(format!(
         "refused, nothing happened: {object} is in the temp schema, which belongs to the connection, not to the database, and vanishes when the connection is reopened (at every upgrade of a canister)"
     ))
 }
 
-fn virtual_table(object: &str, module: &str) -> OpOutcome {
+fn virtual_table(object: &str, module: &str) -> Outcome {
     auth(format!(
         "refused, nothing happened: {object} is a virtual table (module {module}): an op may not create or drop one, as its module runs code of its own on the connection"
     ))
 }
 
-fn library(name: &str) -> OpOutcome {
+fn library(name: &str) -> Outcome {
     auth(format!(
         "refused, nothing happened: {name} belongs to the library (the prefix batch_core_ is reserved: its tables change only through the library)"
     ))
 }
 
-fn library_via(name: &str, via: &str) -> OpOutcome {
+fn library_via(name: &str, via: &str) -> Outcome {
     auth(format!(
         "refused, nothing happened: {name} belongs to the library (the prefix batch_core_ is reserved: its tables change only through the library), reached through {via}"
     ))
 }
 
-fn committed(rows_changed: u64, last_insert_rowid: i64) -> OpOutcome {
-    OpOutcome::Committed {
+fn committed(rows_changed: u64, last_insert_rowid: i64) -> Outcome {
+    Outcome::Committed {
         rows_changed,
         last_insert_rowid,
     }
 }
 
-fn foreign_key_failure() -> OpOutcome {
-    OpOutcome::Failed {
+fn foreign_key_failure() -> Outcome {
+    Outcome::Failed(OpError {
         code: rusqlite::ffi::SQLITE_CONSTRAINT_FOREIGNKEY,
-        error: "FOREIGN KEY constraint failed".into(),
-    }
+        message: "FOREIGN KEY constraint failed".into(),
+    })
 }
 
 fn pragma(conn: &Connection, name: &str) -> i64 {
@@ -110,7 +110,7 @@ fn library_rows(conn: &Connection) -> Vec<Vec<SqlValue>> {
 
 /// Every way of running an op: alone, alone within a budget, in a client batch, in a client
 /// batch within a budget, through a queue's flush. Returns the op's outcome.
-fn run_each_way(conn: &Connection, op: &WriteOp) -> Vec<OpOutcome> {
+fn run_each_way(conn: &Connection, op: &WriteOp) -> Vec<Outcome> {
     let budget = Budget::new(CountingMeter::new(1), 1_000_000);
     let mut queue = BatchQueue::new(Config::default()).unwrap();
     let ticket = queue.submit(op.clone(), 0).unwrap().ticket;
@@ -132,7 +132,7 @@ fn run_each_way(conn: &Connection, op: &WriteOp) -> Vec<OpOutcome> {
 }
 
 /// `text` is refused every way with `expected`, and changes neither schema nor any row.
-fn assert_refused(conn: &Connection, text: &str, expected: &OpOutcome) {
+fn assert_refused(conn: &Connection, text: &str, expected: &Outcome) {
     let before = (
         schema(conn, "main"),
         schema(conn, "temp"),
@@ -185,10 +185,10 @@ fn writable_schema_is_refused_and_the_schema_stays_read_only() {
     for outcome in run_each_way(&conn, &update) {
         assert_eq!(
             outcome,
-            OpOutcome::Failed {
+            Outcome::Failed(OpError {
                 code: 1,
-                error: "table sqlite_master may not be modified".into()
-            }
+                message: "table sqlite_master may not be modified".into()
+            })
         );
     }
 }
@@ -202,7 +202,7 @@ fn query_only_is_refused_and_writes_go_on() {
         Statement::new("PRAGMA query_only = 1", vec![]),
     ]);
     let refused = refused_pragma("query_only");
-    let OpOutcome::Failed { error, .. } = &refused else {
+    let Outcome::Failed(OpError { message: error, .. }) = &refused else {
         unreachable!()
     };
     for outcome in run_each_way(&conn, &unit) {
@@ -418,14 +418,14 @@ fn virtual_tables_of_every_module_are_refused() {
     assert_eq!(count(&conn, "boxes"), 1);
 }
 
-fn keyed_batch(d: &mut Deduplicator, conn: &Connection, n: u8) -> crate::KeyedBatch {
+fn keyed_batch(d: &mut Deduplicator, conn: &Connection, n: u8) -> crate::KeyedOutcomes {
     let ops = vec![insert_user(&format!("k{n}"), &format!("k{n}@x"))];
     let budget = Budget::new(CountingMeter::new(1), 1_000_000);
     d.execute_keyed_within(
         conn,
         b"alice",
         &BatchKey {
-            created_at_time_ns: NOW,
+            created_at_time: NOW,
             id: [n; 16],
         },
         &BatchDigest::of_ops(&ops),
@@ -691,10 +691,10 @@ fn page_statistics_and_raw_pages_are_out_of_reach() {
             &conn,
             &sql("INSERT INTO copied (name) SELECT hex(data) FROM sqlite_dbpage WHERE pgno = 1")
         ),
-        OpOutcome::Failed {
+        Outcome::Failed(OpError {
             code: 1,
-            error: "no such table: sqlite_dbpage".into()
-        }
+            message: "no such table: sqlite_dbpage".into()
+        })
     );
     // Every table's page statistics, the application's included: the module reads them all.
     assert_refused(
@@ -814,7 +814,7 @@ fn what_an_op_may_do_is_allowed() {
     let rowids: Vec<i64> = run_each_way(&conn, &unit)
         .into_iter()
         .map(|outcome| match outcome {
-            OpOutcome::Committed {
+            Outcome::Committed {
                 rows_changed: 2,
                 last_insert_rowid,
             } => last_insert_rowid,
@@ -854,10 +854,10 @@ fn what_an_op_may_do_is_allowed() {
         for outcome in run_each_way(&conn, &sql(text)) {
             assert_eq!(
                 outcome,
-                OpOutcome::Failed {
+                Outcome::Failed(OpError {
                     code: rusqlite::ffi::SQLITE_MISUSE,
-                    error: crate::executor::NOT_A_WRITE_ERROR.into()
-                },
+                    message: crate::executor::NOT_A_WRITE_ERROR.into()
+                }),
                 "{text}"
             );
         }
@@ -900,10 +900,10 @@ fn header_pragmas_and_pragma_queries_are_not_refused() {
     // A query is not refused as a change, but it is not a write either.
     assert_eq!(
         execute_autocommit(&conn, &sql("PRAGMA foreign_keys")),
-        OpOutcome::Failed {
+        Outcome::Failed(OpError {
             code: rusqlite::ffi::SQLITE_MISUSE,
-            error: crate::executor::NOT_A_WRITE_ERROR.into()
-        }
+            message: crate::executor::NOT_A_WRITE_ERROR.into()
+        })
     );
     // The application's own pragmas, outside ops, are its business.
     conn.execute_batch("PRAGMA foreign_keys = OFF").unwrap();

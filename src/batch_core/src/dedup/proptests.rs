@@ -162,7 +162,7 @@ fn scenario() -> impl Strategy<Value = (Vec<Batch>, Vec<Event>, u64, u64)> {
                     Batch {
                         caller: vec![caller],
                         key: BatchKey {
-                            created_at_time_ns: created + i as u64 % 2,
+                            created_at_time: created + i as u64 % 2,
                             id: [id; 16],
                         },
                         ops,
@@ -183,7 +183,7 @@ fn scenario() -> impl Strategy<Value = (Vec<Batch>, Vec<Event>, u64, u64)> {
 /// What the model knows.
 struct Model {
     /// The answer each recorded (caller, key) was first given, with its digest.
-    answered: HashMap<(Vec<u8>, BatchKey), (BatchDigest, Vec<OpOutcome>)>,
+    answered: HashMap<(Vec<u8>, BatchKey), (BatchDigest, Vec<Outcome>)>,
     /// Tags reported committed / failed.
     committed: HashMap<i64, u64>,
     failed: std::collections::HashSet<i64>,
@@ -345,8 +345,8 @@ fn run_scenario(
         let newest = d.config().newest_accepted_ns(now);
         match result {
             Ok(answer) => {
-                prop_assert!(batch.key.created_at_time_ns >= oldest);
-                prop_assert!(batch.key.created_at_time_ns <= newest);
+                prop_assert!(batch.key.created_at_time >= oldest);
+                prop_assert!(batch.key.created_at_time <= newest);
                 prop_assert_eq!(answer.outcomes.len(), ops.len());
                 match model.answered.get(&id) {
                     Some((recorded_digest, first)) => {
@@ -377,11 +377,11 @@ fn run_scenario(
                 }
             }
             Err(DedupError::TooOld { .. }) => {
-                prop_assert!(batch.key.created_at_time_ns < oldest);
+                prop_assert!(batch.key.created_at_time < oldest);
                 prop_assert_eq!(&after_rows, &before_rows);
             }
             Err(DedupError::CreatedInFuture { .. }) => {
-                prop_assert!(batch.key.created_at_time_ns > newest);
+                prop_assert!(batch.key.created_at_time > newest);
                 prop_assert_eq!(&after_rows, &before_rows);
             }
             Err(DedupError::DigestMismatch { .. }) => {

@@ -4,6 +4,7 @@ use rusqlite::ffi::{SQLITE_CONSTRAINT_UNIQUE as UNIQUE, SQLITE_INTERRUPT as INTE
 use super::*;
 use crate::executor::{TEST_PROGRESS_PERIOD_OPS, execute_batch};
 use crate::meter::CountingMeter;
+use crate::op::OpError;
 use crate::op::Statement;
 use crate::testing::{count, insert_order, insert_user, open_db};
 
@@ -13,9 +14,9 @@ const NOW: u64 = 10 * DEFAULT_WINDOW_NS;
 const ALICE: &[u8] = b"alice";
 const BOB: &[u8] = b"bob";
 
-fn key(created_at_time_ns: u64, n: u8) -> BatchKey {
+fn key(created_at_time: u64, n: u8) -> BatchKey {
     BatchKey {
-        created_at_time_ns,
+        created_at_time,
         id: [n; 16],
     }
 }
@@ -24,8 +25,8 @@ fn budget() -> Budget<CountingMeter> {
     Budget::new(CountingMeter::new(1), 1_000_000)
 }
 
-fn committed(rows_changed: u64, last_insert_rowid: i64) -> OpOutcome {
-    OpOutcome::Committed {
+fn committed(rows_changed: u64, last_insert_rowid: i64) -> Outcome {
+    Outcome::Committed {
         rows_changed,
         last_insert_rowid,
     }
@@ -43,7 +44,7 @@ fn run(
     key: &BatchKey,
     ops: &[WriteOp],
     now: u64,
-) -> Result<KeyedBatch, DedupError> {
+) -> Result<KeyedOutcomes, DedupError> {
     d.execute_keyed_within(
         conn,
         caller,
@@ -74,15 +75,15 @@ fn a_repeated_key_is_answered_with_the_recorded_outcomes_and_runs_nothing() {
     let first = run(&mut d, &conn, ALICE, &key(NOW, 1), &ops, NOW).expect("first");
     let expected = vec![
         committed(1, 1),
-        OpOutcome::Failed {
+        Outcome::Failed(OpError {
             code: UNIQUE,
-            error: "UNIQUE constraint failed: users.email".into(),
-        },
+            message: "UNIQUE constraint failed: users.email".into(),
+        }),
         committed(1, 2),
     ];
     assert_eq!(
         first,
-        KeyedBatch {
+        KeyedOutcomes {
             outcomes: expected.clone(),
             duplicate: false
         }
@@ -94,7 +95,7 @@ fn a_repeated_key_is_answered_with_the_recorded_outcomes_and_runs_nothing() {
         let again = run(&mut d, &conn, ALICE, &key(NOW, 1), &ops, later).expect("duplicate");
         assert_eq!(
             again,
-            KeyedBatch {
+            KeyedOutcomes {
                 outcomes: expected.clone(),
                 duplicate: true
             }
@@ -166,8 +167,8 @@ fn the_window_rules_are_icrc1s_at_their_exact_bounds() {
     assert!(
         matches!(
             error,
-            DedupError::TooOld { created_at_time_ns, now_ns: NOW, oldest_accepted_ns }
-                if created_at_time_ns == oldest - 1 && oldest_accepted_ns == oldest
+            DedupError::TooOld { created_at_time, now_ns: NOW, oldest_accepted_ns }
+                if created_at_time == oldest - 1 && oldest_accepted_ns == oldest
         ),
         "{error:?}"
     );
@@ -183,8 +184,8 @@ fn the_window_rules_are_icrc1s_at_their_exact_bounds() {
     assert!(
         matches!(
             error,
-            DedupError::CreatedInFuture { created_at_time_ns, now_ns: NOW, newest_accepted_ns }
-                if created_at_time_ns == newest + 1 && newest_accepted_ns == newest
+            DedupError::CreatedInFuture { created_at_time, now_ns: NOW, newest_accepted_ns }
+                if created_at_time == newest + 1 && newest_accepted_ns == newest
         ),
         "{error:?}"
     );
@@ -503,11 +504,10 @@ fn a_record_past_the_callers_byte_share_rolls_the_batch_back_and_names_the_share
     let reference = open_db();
     execute_batch(&reference, &users(&["a"])).expect("same database");
     let outcomes = execute_batch(&reference, &ops).expect("reference");
-    let not_run = crate::executor::not_executed(&budget(), ops.len());
     let needed = ALICE.len() as u64
         + 16
         + 16
-        + stored::encode(&outcomes, 0, &not_run).len() as u64
+        + stored::encode(&outcomes, 0).len() as u64
         + KEY_OVERHEAD_BYTES;
     assert!(alice + needed > 150 && needed <= 150, "{needed}");
     let error = run(&mut d, &conn, ALICE, &key(NOW, 2), &ops, NOW).unwrap_err();
@@ -784,14 +784,11 @@ fn an_interrupted_op_is_recorded_after_the_others_are_re_applied() {
     assert_eq!(first.outcomes[1].code(), Some(INTERRUPT));
     assert!(
         first.outcomes[1]
-            .error()
+            .message()
             .unwrap()
             .starts_with("interrupted: ")
     );
-    assert_eq!(
-        first.outcomes[2],
-        crate::executor::not_executed(&heavy_budget, ops.len())
-    );
+    assert_eq!(first.outcomes[2], Outcome::NotExecuted);
     assert_eq!(count(&conn, "users"), 1);
     let again = run(&mut d, &conn, ALICE, &key(NOW, 1), &ops, NOW).expect("dup");
     assert_eq!(again.outcomes, first.outcomes);
@@ -820,18 +817,70 @@ fn ops_the_budget_did_not_reach_are_recorded_as_not_executed() {
         .expect("batch");
     let executed = first.outcomes.iter().filter(|o| o.is_committed()).count();
     assert!((1..5).contains(&executed), "{first:?}");
-    assert!(
-        first.outcomes[..executed]
-            .iter()
-            .all(OpOutcome::is_committed)
-    );
+    assert!(first.outcomes[..executed].iter().all(Outcome::is_committed));
     let rows = |conn: &Connection| count(conn, "users") + count(conn, "orders");
     assert_eq!(rows(&conn), executed as i64);
     for outcome in &first.outcomes[executed..] {
-        assert_eq!(outcome, &crate::executor::not_executed(&tight, ops.len()));
+        assert_eq!(outcome, &Outcome::NotExecuted);
     }
     let again = run(&mut d, &conn, ALICE, &key(NOW, 1), &ops, NOW).expect("dup");
     assert_eq!(again.outcomes, first.outcomes);
+    assert_eq!(rows(&conn), executed as i64);
+}
+
+/// The store lives across upgrades: a batch recorded by the version before ops not executed
+/// were typed (stored form 1: such an op was a failure `9`, `not executed: ...`) is answered,
+/// when its client retries it after the upgrade, with those ops [`Outcome::NotExecuted`] (the
+/// client may send them again) and every other outcome as recorded; nothing runs again.
+#[test]
+fn a_batch_recorded_before_the_upgrade_is_answered_with_its_ops_not_executed_typed() {
+    let conn = open_db();
+    let mut d = dedup();
+    let ops = vec![
+        insert_user("a", "a@x"),
+        insert_order(1, 1.0),
+        insert_user("b", "b@x"),
+        insert_order(1, 2.0),
+        insert_user("c", "c@x"),
+    ];
+    let tight = Budget::new(CountingMeter::new(1), 2);
+    let digest = BatchDigest::of_ops(&ops);
+    let first = d
+        .execute_keyed_within(&conn, ALICE, &key(NOW, 1), &digest, &ops, &tight, NOW)
+        .expect("batch");
+    let executed = first.outcomes.iter().filter(|o| o.is_committed()).count();
+    assert!((1..5).contains(&executed), "{first:?}");
+    // The record as version 1 wrote it.
+    let v1_outcomes: Vec<Outcome> = first
+        .outcomes
+        .iter()
+        .map(|o| match o {
+            Outcome::NotExecuted => Outcome::failed(
+                INTERRUPT,
+                "not executed: the batch's instruction budget (2 instructions) was used up \
+                 before this op started",
+            ),
+            other => other.clone(),
+        })
+        .collect();
+    let mut v1 = vec![1];
+    batch_types::packed::put_outcomes(&mut v1, &v1_outcomes);
+    let rewritten = conn
+        .execute(
+            "UPDATE batch_core_dedup_keys SET outcomes = ?1 WHERE caller = ?2",
+            rusqlite::params![v1, ALICE],
+        )
+        .unwrap();
+    assert_eq!(rewritten, 1);
+    let rows = |conn: &Connection| count(conn, "users") + count(conn, "orders");
+    let again = run(&mut d, &conn, ALICE, &key(NOW, 1), &ops, NOW).expect("dup");
+    assert!(again.duplicate);
+    assert_eq!(again.outcomes, first.outcomes);
+    assert!(
+        again.outcomes[executed..]
+            .iter()
+            .all(|o| *o == Outcome::NotExecuted)
+    );
     assert_eq!(rows(&conn), executed as i64);
 }
 
@@ -1023,11 +1072,7 @@ fn the_digest_tells_every_part_of_the_ops_apart() {
 
 #[test]
 fn stored_outcomes_round_trip_with_runs_and_repeats() {
-    let failed = |code: i32, error: &str| OpOutcome::Failed {
-        code,
-        error: error.into(),
-    };
-    let not_run = failed(INTERRUPT, "not executed: é");
+    let failed = |code: i32, error: &str| Outcome::failed(code, error);
     let executed = vec![
         committed(1, 10),
         committed(1, 11),
@@ -1041,26 +1086,70 @@ fn stored_outcomes_round_trip_with_runs_and_repeats() {
         committed(2, i64::MIN),
         failed(i32::MIN, ""),
     ];
-    let blob = stored::encode(&executed, 1_000, &not_run);
-    // version, one run (5 bytes + rowid 10 → 1 byte), a repeat, three singles, a run of
-    // step 0 is not possible across MAX/MIN, the tail as one repeat.
+    let blob = stored::encode(&executed, 1_000);
+    // The version (1 byte), one run (5), a repeat (8), four committed singles (3, and 12 each
+    // for the rowids at the 64-bit bounds, which a run cannot join), a failure (7) and the
+    // tail of 1,000 ops not executed as one record (3).
     let mut expected = executed.clone();
-    expected.extend(std::iter::repeat_n(not_run.clone(), 1_000));
+    expected.extend(std::iter::repeat_n(Outcome::NotExecuted, 1_000));
     assert_eq!(stored::decode(&blob, expected.len()).unwrap(), expected);
-    assert!(blob.len() < 120, "{}", blob.len());
+    assert_eq!(blob.len(), 1 + 5 + 8 + 3 + 3 * 12 + 7 + 3);
+    assert_eq!(
+        blob[blob.len() - 3..],
+        [4, 0xe8, 0x07],
+        "1,000 not executed"
+    );
+    // The records are the packed replies' (one codec): after the version byte, the same bytes.
+    let mut records = Vec::new();
+    batch_types::packed::put_outcomes(&mut records, &expected);
+    assert_eq!(blob[1..], records);
     // 1,000 inserts are one run.
     let inserts: Vec<_> = (1..=1_000).map(|i| committed(1, i)).collect();
-    assert_eq!(
-        stored::encode(&inserts, 0, &not_run),
-        [1, 2, 0xe8, 0x07, 1, 2, 2]
-    );
+    assert_eq!(stored::encode(&inserts, 0), [2, 2, 0xe8, 0x07, 1, 2, 2]);
     // Exactly the expected count, or an error.
     assert!(stored::decode(&blob, expected.len() - 1).is_err());
     assert!(stored::decode(&blob, expected.len() + 1).is_err());
-    assert!(stored::decode(&[2], 0).is_err());
-    assert!(stored::decode(&[1, 9], 1).is_err());
+    assert!(stored::decode(&[3], 0).is_err());
+    assert!(stored::decode(&[], 0).is_err());
+    assert!(stored::decode(&[2, 9], 1).is_err());
     assert!(stored::decode(&blob[..blob.len() - 1], expected.len()).is_err());
-    assert_eq!(stored::decode(&[1], 0).unwrap(), vec![]);
+    assert_eq!(stored::decode(&[2], 0).unwrap(), vec![]);
+}
+
+/// A record written by version 1 of the stored form (before an op not executed was an outcome
+/// of its own), byte for byte as that version wrote it: an insert run, a repeated failure, a
+/// failure interrupted while it ran, and the ops the budget did not reach as one repeated
+/// failure `9`, `not executed: ...`. Read now, every outcome is what it was, except the ops not
+/// executed, which are [`Outcome::NotExecuted`]: a client retrying that batch is told it may
+/// send them again.
+#[test]
+fn records_of_version_1_read_with_their_ops_not_executed_typed() {
+    let not_run = "not executed: the batch's instruction budget (50 instructions) was used up \
+                   before this op started";
+    let interrupted = "interrupted: the op reached its instruction limit";
+    let mut v1 = vec![1];
+    // Tag 2: a run of 3 inserts, rows_changed 1, rowids 10, 11, 12.
+    v1.extend([2, 3, 1, 20, 2]);
+    // Tag 3: 2 identical failures, code 2067 (zigzag 4134 = a6 20), "dup".
+    v1.extend([3, 2, 0xa6, 0x20, 3, b'd', b'u', b'p']);
+    // Tag 1: one failure with code 9, interrupted while it ran.
+    v1.extend([1, 18, interrupted.len() as u8]);
+    v1.extend_from_slice(interrupted.as_bytes());
+    // Tag 3: 4 ops not executed, stored as failures with code 9.
+    v1.extend([3, 4, 18, not_run.len() as u8]);
+    v1.extend_from_slice(not_run.as_bytes());
+    let mut expected: Vec<Outcome> = (10..=12).map(|rowid| committed(1, rowid)).collect();
+    expected.extend([
+        Outcome::failed(UNIQUE, "dup"),
+        Outcome::failed(UNIQUE, "dup"),
+    ]);
+    expected.push(Outcome::failed(INTERRUPT, interrupted));
+    expected.extend(std::iter::repeat_n(Outcome::NotExecuted, 4));
+    assert_eq!(stored::decode(&v1, 10).unwrap(), expected);
+    // The same bytes with the version of now: the failures are read as they are.
+    v1[0] = 2;
+    let read = stored::decode(&v1, 10).unwrap();
+    assert_eq!(read[6..], vec![Outcome::failed(INTERRUPT, not_run); 4]);
 }
 
 #[test]

@@ -71,7 +71,7 @@ use rusqlite::{CachedStatement, Connection, ffi};
 use crate::op::WriteOp;
 // The tests build ops and outcomes.
 #[cfg(test)]
-use crate::op::{OpOutcome, Statement};
+use crate::op::{Outcome, Statement};
 pub(crate) use chunk::ChunkEnd;
 #[cfg(test)]
 use schema::may_reference_itself;

@@ -68,16 +68,16 @@ fn constructors() {
 
 #[test]
 fn outcome_accessors() {
-    let ok = OpOutcome::Committed {
+    let ok = Outcome::Committed {
         rows_changed: 1,
         last_insert_rowid: 2,
     };
-    let err = OpOutcome::Failed {
+    let err = Outcome::Failed(OpError {
         code: 19,
-        error: "boom".into(),
-    };
+        message: "boom".into(),
+    });
     assert!(ok.is_committed() && !err.is_committed());
-    assert_eq!((ok.error(), err.error()), (None, Some("boom")));
+    assert_eq!((ok.message(), err.message()), (None, Some("boom")));
     assert_eq!((ok.code(), err.code()), (None, Some(19)));
 }
 
@@ -95,10 +95,10 @@ fn serde_round_trip() {
     )]);
     let json = serde_json::to_string(&op).unwrap();
     assert_eq!(serde_json::from_str::<WriteOp>(&json).unwrap(), op);
-    let outcome = OpOutcome::Failed {
+    let outcome = Outcome::Failed(OpError {
         code: 2067,
-        error: "UNIQUE constraint failed: users.email".into(),
-    };
+        message: "UNIQUE constraint failed: users.email".into(),
+    });
     let json = serde_json::to_string(&outcome).unwrap();
-    assert_eq!(serde_json::from_str::<OpOutcome>(&json).unwrap(), outcome);
+    assert_eq!(serde_json::from_str::<Outcome>(&json).unwrap(), outcome);
 }

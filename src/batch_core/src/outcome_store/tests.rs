@@ -1,17 +1,18 @@
 use super::*;
+use crate::op::OpError;
 
-fn outcome(n: u64) -> OpOutcome {
-    OpOutcome::Committed {
+fn outcome(n: u64) -> Outcome {
+    Outcome::Committed {
         rows_changed: n,
         last_insert_rowid: 0,
     }
 }
 
-fn failed() -> OpOutcome {
-    OpOutcome::Failed {
+fn failed() -> Outcome {
+    Outcome::Failed(OpError {
         code: 19,
-        error: "constraint".into(),
-    }
+        message: "constraint".into(),
+    })
 }
 
 fn kept(store: &OutcomeStore) -> Vec<Ticket> {

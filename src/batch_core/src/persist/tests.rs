@@ -144,7 +144,7 @@ struct SavedV1 {
     commit_limit: Option<u64>,
     stats: StatsV2,
     pending: Vec<(Ticket, u64, WriteOp)>,
-    outcomes: Vec<(Ticket, OpOutcome)>,
+    outcomes: Vec<(Ticket, Outcome)>,
 }
 
 /// Format version 2: version 1 with `coalesce_rows`.
@@ -155,7 +155,7 @@ struct SavedV2Written {
     commit_limit: Option<u64>,
     stats: StatsV2,
     pending: Vec<(Ticket, u64, WriteOp)>,
-    outcomes: Vec<(Ticket, OpOutcome)>,
+    outcomes: Vec<(Ticket, Outcome)>,
 }
 
 /// The stats of versions 1 and 2, written.
@@ -226,7 +226,7 @@ fn version_1_and_2_queues_are_restored() {
         .iter()
         .map(|op| (op.ticket, op.enqueued_ns, op.op.clone()))
         .collect();
-    let outcomes: Vec<(Ticket, OpOutcome)> = state
+    let outcomes: Vec<(Ticket, Outcome)> = state
         .outcomes
         .iter()
         .map(|o| (o.ticket, o.outcome.clone()))
@@ -297,7 +297,7 @@ fn version_1_and_2_queues_are_restored() {
     // Kept outcomes are visible to their owner, NONE (an old queue knew no owners).
     assert_eq!(
         restored.status_for(1, Owner::NONE),
-        crate::OpStatus::Done(OpOutcome::Committed {
+        crate::OpStatus::Done(Outcome::Committed {
             rows_changed: 1,
             last_insert_rowid: 1
         })

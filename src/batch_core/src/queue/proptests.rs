@@ -204,7 +204,7 @@ struct Model {
     pending: VecDeque<(Ticket, u64, WriteOp)>,
     next_ticket: Ticket,
     /// Outcomes of flushed ops, in flush (= ticket) order.
-    flushed: Vec<(Ticket, OpOutcome)>,
+    flushed: Vec<(Ticket, Outcome)>,
     stats: Stats,
 }
 
@@ -340,10 +340,10 @@ fn check_heavy_flush(
                 model.stats.last_error = Some(format!("ticket {ticket}: {error}"));
                 model.flushed.push((
                     ticket,
-                    OpOutcome::Failed {
+                    Outcome::Failed(OpError {
                         code: rusqlite::ffi::SQLITE_INTERRUPT,
-                        error,
-                    },
+                        message: error,
+                    }),
                 ));
                 model.pending.pop_front();
                 executed += 1;

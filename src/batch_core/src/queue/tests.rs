@@ -27,17 +27,17 @@ fn user(i: usize) -> WriteOp {
 }
 
 fn committed(rows_changed: u64, last_insert_rowid: i64) -> OpStatus {
-    OpStatus::Done(OpOutcome::Committed {
+    OpStatus::Done(Outcome::Committed {
         rows_changed,
         last_insert_rowid,
     })
 }
 
 fn failed(code: i32, error: &str) -> OpStatus {
-    OpStatus::Done(OpOutcome::Failed {
+    OpStatus::Done(Outcome::Failed(OpError {
         code,
-        error: error.to_owned(),
-    })
+        message: error.to_owned(),
+    }))
 }
 
 fn pending_tickets(queue: &BatchQueue) -> Vec<Ticket> {
@@ -537,7 +537,7 @@ fn an_op_that_cannot_commit_is_isolated_and_fails_alone() {
         assert!(
             matches!(
                 queue.status(ticket),
-                OpStatus::Done(OpOutcome::Committed { .. })
+                OpStatus::Done(Outcome::Committed { .. })
             ),
             "ticket {ticket}"
         );
@@ -926,7 +926,11 @@ fn kept_error_texts_are_bounded() {
         .unwrap()
         .ticket;
     queue.flush(&conn, &CountingMeter::new(1)).unwrap();
-    let OpStatus::Done(OpOutcome::Failed { error, code }) = queue.status(ticket) else {
+    let OpStatus::Done(Outcome::Failed(OpError {
+        message: error,
+        code,
+    })) = queue.status(ticket)
+    else {
         panic!("expected a failure")
     };
     assert_eq!(code, rusqlite::ffi::SQLITE_ERROR);
@@ -1216,7 +1220,7 @@ fn re_application_keeps_the_flush_within_three_budgets() {
         assert!(
             matches!(
                 queue.status(ticket),
-                OpStatus::Done(OpOutcome::Committed { .. })
+                OpStatus::Done(Outcome::Committed { .. })
             ),
             "ticket {ticket}: {:?}",
             queue.status(ticket)
@@ -1251,17 +1255,10 @@ fn a_client_batch_is_bounded_by_three_budgets_too() {
     // left, and the user's insert is interrupted at its first meter read (SQLite counts a
     // statement's operations over all its runs). Nothing starts after the budget, so the heavy
     // op, whose outcome came from a state that is gone, is not executed again.
-    let interrupted = OpOutcome::Failed {
-        code: rusqlite::ffi::SQLITE_INTERRUPT,
-        error: "interrupted: the batch reached its limit of 150 instructions while this op ran; the op was rolled back (run it alone or in a smaller batch)".into(),
-    };
-    let not_executed = OpOutcome::Failed {
-        code: rusqlite::ffi::SQLITE_INTERRUPT,
-        error: "not executed: the batch's instruction budget (50 instructions) was used up before this op started".into(),
-    };
+    let interrupted = Outcome::Failed(OpError { code: rusqlite::ffi::SQLITE_INTERRUPT, message: "interrupted: the batch reached its limit of 150 instructions while this op ran; the op was rolled back (run it alone or in a smaller batch)".into() });
     assert_eq!(
         outcomes,
-        vec![interrupted, not_executed.clone(), not_executed]
+        vec![interrupted, Outcome::NotExecuted, Outcome::NotExecuted]
     );
     assert_eq!(count(&conn, "users"), 0);
     assert!(budget.meter.peek() <= 152, "{}", budget.meter.peek());

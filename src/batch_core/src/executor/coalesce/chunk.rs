@@ -11,7 +11,7 @@ use super::{Chunk, Coalescer};
 use crate::executor::{
     end_transaction, error_code, error_message, is_uncertain, reset_last_insert_rowid,
 };
-use crate::op::{OpOutcome, Statement, WriteOp};
+use crate::op::{OpError, Outcome, Statement, WriteOp};
 
 /// How a chunk ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -36,7 +36,7 @@ pub(crate) enum ChunkEnd {
 #[derive(Debug)]
 pub(crate) struct ChunkRun {
     pub(crate) end: ChunkEnd,
-    pub(crate) outcomes: Vec<OpOutcome>,
+    pub(crate) outcomes: Vec<Outcome>,
 }
 
 impl ChunkRun {
@@ -48,9 +48,9 @@ impl ChunkRun {
     }
 
     /// The first `kept` ops inserted with rowids `base + 1 ..`, then `culprit`.
-    fn kept(end: ChunkEnd, base: i64, kept: usize, culprit: Option<OpOutcome>) -> Self {
+    fn kept(end: ChunkEnd, base: i64, kept: usize, culprit: Option<Outcome>) -> Self {
         let mut outcomes = Vec::with_capacity(kept + usize::from(culprit.is_some()));
-        outcomes.extend((1..=kept as i64).map(|j| OpOutcome::Committed {
+        outcomes.extend((1..=kept as i64).map(|j| Outcome::Committed {
             rows_changed: 1,
             last_insert_rowid: base + j,
         }));
@@ -186,9 +186,11 @@ impl<'c> Coalescer<'c, '_> {
         // in the same state. A foreign key is checked at the end, for all rows at once.
         let culprit = (code & 0xff == ffi::SQLITE_CONSTRAINT
             && code != ffi::SQLITE_CONSTRAINT_FOREIGNKEY)
-            .then(|| OpOutcome::Failed {
-                code,
-                error: error_message(error),
+            .then(|| {
+                Outcome::Failed(OpError {
+                    code,
+                    message: error_message(error),
+                })
             });
         if kept == 0 && culprit.is_none() {
             return undone;

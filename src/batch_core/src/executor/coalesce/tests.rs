@@ -99,7 +99,7 @@ fn batch_against_alone(schema: &str, ops: &[WriteOp], coalesce_rows: usize) -> B
         &mut CoalesceCache::default(),
     )
     .unwrap();
-    let alone: Vec<OpOutcome> = ops
+    let alone: Vec<Outcome> = ops
         .iter()
         .map(|op| execute_autocommit(&reference, op))
         .collect();
@@ -347,7 +347,7 @@ fn a_failing_row_fails_alone_and_the_others_commit() {
     orders[19] = WriteOp::single(INSERT_ORDER, vec![2.into(), SqlValue::Null]); // last
     ops.extend(orders);
     let run = batch_against_alone(COALESCIBLE, &ops, 8);
-    let codes: Vec<Option<i32>> = run.outcomes.iter().map(OpOutcome::code).collect();
+    let codes: Vec<Option<i32>> = run.outcomes.iter().map(Outcome::code).collect();
     assert_eq!(codes[3], Some(NOT_NULL));
     assert_eq!(codes[10], Some(CHECK));
     assert_eq!(codes[22], Some(NOT_NULL));
@@ -398,7 +398,7 @@ fn the_autoincrement_counter_matches_when_the_last_chunk_stops_early() {
     let run = batch_against_alone(COALESCIBLE, &ops, 16);
     assert_eq!(
         run.outcomes.last(),
-        Some(&OpOutcome::Committed {
+        Some(&Outcome::Committed {
             rows_changed: 1,
             last_insert_rowid: 12
         })
@@ -434,7 +434,7 @@ fn a_counter_left_unstored_is_stored_in_time_or_made_moot() {
     let run = batch_against_alone(COALESCIBLE, &ops, 8);
     assert_eq!(
         run.outcomes.last(),
-        Some(&OpOutcome::Committed {
+        Some(&Outcome::Committed {
             rows_changed: 1,
             last_insert_rowid: 13
         })
@@ -498,7 +498,7 @@ fn near_the_maximum_rowid_chunks_are_not_run() {
     for (outcome, rowid) in run.outcomes.iter().zip(&rowids) {
         assert_eq!(
             outcome,
-            &OpOutcome::Committed {
+            &Outcome::Committed {
                 rows_changed: 1,
                 last_insert_rowid: *rowid
             }
