@@ -25,8 +25,10 @@ use canbench_rs::{BenchResult, bench, bench_fn, bench_scope};
 
 use crate::workload::{INSERT_ORDER, INSERT_USER, to_write_op};
 use crate::{Origin, enqueue, execute_now, flush_now};
+use ic_rusqlite_batch::canister::{with_queue, with_queue_mut};
+use ic_rusqlite_batch::message::MessageMeter;
 use ic_rusqlite_batch::persist::{SavedState, save_to, take_from};
-use ic_rusqlite_batch::{MessageMeter, with_connection, with_queue, with_queue_mut};
+use ic_rusqlite_batch::with_connection;
 
 /// Divides the row counts of the ic-rusqlite benchmark (set at build time; 1 when unset).
 fn scale_divisor() -> usize {
@@ -230,7 +232,7 @@ fn unbatched(kind: Workload, n: usize) -> BenchResult {
     batch_fixture();
     let ops: Vec<WriteOp> = (0..n).map(|i| to_write_op(&kind.op(i))).collect();
     bench_fn(|| {
-        for op in &ops {
+        for op in ops {
             let outcome = execute_now(op);
             assert!(
                 matches!(outcome, bench_api::Outcome::Committed { .. }),
@@ -687,15 +689,15 @@ fn client_batch_packed_1000() -> BenchResult {
 pub(crate) fn keyed_run(
     caller: candid::Principal,
 ) -> impl FnOnce(
-    ic_rusqlite_batch::KeyedBatch,
-) -> Result<ic_rusqlite_batch::KeyedOutcomes, bench_api::WriteError> {
-    move |request| ic_rusqlite_batch::keyed::run(caller.as_slice(), &request, ic_cdk::api::time())
+    ic_rusqlite_batch::keyed::KeyedBatch,
+) -> Result<ic_rusqlite_batch::keyed::KeyedOutcomes, bench_api::WriteError> {
+    move |request| ic_rusqlite_batch::keyed::run(caller.as_slice(), request, ic_cdk::api::time())
 }
 
 /// The key of the keyed client-batch benches.
-fn bench_key() -> bench_api::packed::BatchKey {
-    bench_api::packed::BatchKey {
-        created_at_time_ns: ic_cdk::api::time(),
+fn bench_key() -> bench_api::BatchKey {
+    bench_api::BatchKey {
+        created_at_time: ic_cdk::api::time(),
         id: [7; 16],
     }
 }

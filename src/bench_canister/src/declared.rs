@@ -7,9 +7,11 @@ use bench_api::UserOrderOp;
 use bench_api::fixture::Workload;
 use bench_api::writes::UserOrderWrite;
 use canbench_rs::{BenchResult, bench, bench_fn};
-use ic_rusqlite_batch as batch;
-use ic_rusqlite_batch::batch_types::declare::{Writes, encode_request};
-use ic_rusqlite_batch::batch_types::packed::{self, PackedKey};
+use ic_rusqlite_batch::batch_types::declare::{
+    BatchRefusal, Writes, WritesReply, WritesResult, encode_request,
+};
+use ic_rusqlite_batch::batch_types::{BatchKey, packed};
+use ic_rusqlite_batch::{declared, encode, keyed};
 
 fn declared(op: &UserOrderOp) -> UserOrderWrite {
     UserOrderWrite::from(op.clone())
@@ -20,9 +22,9 @@ fn orders(n: u64) -> Vec<UserOrderOp> {
     (0..n as usize).map(|i| Workload::Insert.op(i)).collect()
 }
 
-fn key() -> PackedKey {
-    PackedKey {
-        created_at_time_ns: ic_cdk::api::time(),
+fn key() -> BatchKey {
+    BatchKey {
+        created_at_time: ic_cdk::api::time(),
         id: [7; 16],
     }
 }
@@ -35,16 +37,15 @@ fn generic_packed(n: u64) -> BenchResult {
     let request = encode_request(&key(), &ops);
     let caller = ic_cdk::api::msg_caller();
     bench_fn(|| {
-        let (header, checked) =
-            batch::declared::packed_batch(UserOrderWrite::declaration(), &request)
-                .expect("a valid request");
-        let request = batch::KeyedBatch {
+        let (header, checked) = declared::packed_batch(UserOrderWrite::declaration(), &request)
+            .expect("a valid request");
+        let request = keyed::KeyedBatch {
             key: header.key,
             digest: checked.digest,
             ops: checked.ops,
         };
-        let out = batch::keyed::run(caller.as_slice(), &request, ic_cdk::api::time())
-            .expect("the batch runs");
+        let out =
+            keyed::run(caller.as_slice(), request, ic_cdk::api::time()).expect("the batch runs");
         let reply = packed::encode_reply(out.duplicate, &out.outcomes);
         assert_eq!(reply[..2], [packed::REPLY_VERSION, 0]);
         std::hint::black_box(reply);
@@ -56,30 +57,26 @@ fn generic_packed(n: u64) -> BenchResult {
 /// library's methods encode it: the type's table built once).
 fn generic_candid(n: u64) -> BenchResult {
     let ops: Vec<UserOrderWrite> = orders(n).iter().map(declared).collect();
-    let key = batch::BatchKey::from(key());
-    let arg = candid::encode_args((&key, &ops)).expect("encodes");
+    let arg = candid::encode_args((&key(), &ops)).expect("encodes");
     let caller = ic_cdk::api::msg_caller();
     // A running canister has replied with this type before: its table is built.
-    batch::encode::encode_one(&batch::WritesResult::Err(
-        batch::BatchRefusal::NotAuthorized,
-    ))
-    .expect("encodes");
+    encode::encode_one(&WritesResult::Err(BatchRefusal::NotAuthorized)).expect("encodes");
     bench_fn(|| {
-        let (key, ops): (batch::BatchKey, Vec<UserOrderWrite>) =
+        let (key, ops): (BatchKey, Vec<UserOrderWrite>) =
             candid::decode_args(&arg).expect("decodes");
-        let checked = batch::declared::candid_batch(ops).expect("valid ops");
-        let request = batch::KeyedBatch {
-            key: batch::keyed::key_of(&key).expect("a 16-byte id"),
+        let checked = declared::candid_batch(ops).expect("valid ops");
+        let request = keyed::KeyedBatch {
+            key,
             digest: checked.digest,
             ops: checked.ops,
         };
-        let out = batch::keyed::run(caller.as_slice(), &request, ic_cdk::api::time())
-            .expect("the batch runs");
-        let reply = batch::WritesResult::Ok(batch::WritesReply {
+        let out =
+            keyed::run(caller.as_slice(), request, ic_cdk::api::time()).expect("the batch runs");
+        let reply = WritesResult::Ok(WritesReply {
             outcomes: out.outcomes,
             duplicate: out.duplicate,
         });
-        std::hint::black_box(batch::encode::encode_one(&reply).expect("encodes"));
+        std::hint::black_box(encode::encode_one(&reply).expect("encodes"));
     })
 }
 
@@ -133,7 +130,6 @@ fn __declared_request_bytes(n: u64) -> (u64, u64, u64) {
     let k = key();
     let hand = bench_api::packed::encode_keyed_ops(&k, &ops);
     let generic = encode_request(&k, &declared_ops);
-    let candid_key = batch::BatchKey::from(k);
-    let candid = candid::encode_args((&candid_key, &declared_ops)).expect("encodes");
+    let candid = candid::encode_args((&k, &declared_ops)).expect("encodes");
     (hand.len() as u64, generic.len() as u64, candid.len() as u64)
 }

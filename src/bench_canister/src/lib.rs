@@ -9,13 +9,14 @@
 //! is built on the library's front door as any other: its lifecycle hooks and standard methods
 //! are `canister_methods!`'s, its exactly-once client batches of the declared writes
 //! (`bench_api::writes::UserOrderWrite`) are `client_batches!`'s, and its own keyed batches
-//! (`execute_batch`, `execute_batch_packed`) run through `ic_rusqlite_batch::execute_batch_keyed`.
+//! (`execute_batch`, `execute_batch_packed`) run through
+//! `ic_rusqlite_batch::canister::execute_batch_keyed`.
 //! What it writes by hand is what the benchmark measures beside them: one call per write
 //! (`create_*`) and the queue (`submit_*`) with hand-written Candid codecs, and the
 //! hand-written packed batch (`bench_api::packed`). Every update method checks its caller
 //! against its class in `bench_api::METHODS` before it reads its argument
-//! (`ic_rusqlite_batch::authorized`, or `ic_rusqlite_batch::update!` which calls it), and every
-//! query is guarded by `ic_rusqlite_batch::query_guard`.
+//! (`ic_rusqlite_batch::canister::authorized`, or `ic_rusqlite_batch::update!` which calls it),
+//! and every query is guarded by `ic_rusqlite_batch::canister::query_guard`.
 #![cfg(target_arch = "wasm32")]
 // ^ The canister only builds for wasm32 (ic-rusqlite refuses other targets). Natively the crate is
 // empty, so that `cargo test` at the top level can run its tests/ against the built wasm.
@@ -28,9 +29,12 @@ use bench_api::{
     SubmitResult, Ticket, User, UserOrder, UserOrderOp, UserOrdersResult, UsersResult, WriteError,
     WriteResult,
 };
-use ic_rusqlite_batch::{self as batch, Floors, Interface, KeyedBatch, KeyedOutcomes};
+use ic_rusqlite_batch::access::Interface;
+use ic_rusqlite_batch::keyed::{KeyedBatch, KeyedOutcomes};
+use ic_rusqlite_batch::settings::Floors;
+use ic_rusqlite_batch::{self as batch, canister};
 #[cfg(feature = "canbench-rs")]
-use {batch::Origin, batch_core::Owner};
+use {batch_core::Owner, canister::Origin};
 
 mod workload;
 
@@ -38,10 +42,6 @@ mod workload;
 mod benches;
 #[cfg(all(feature = "canbench-rs", feature = "declared"))]
 mod declared;
-
-use batch::types::outcome;
-#[cfg(feature = "canbench-rs")]
-use batch::types::summary;
 
 /// The users/orders database and its queue: the state is saved in virtual memory 1; the
 /// statement cache has room for every statement the canister repeats (rusqlite's default of 16
@@ -80,24 +80,29 @@ batch::single_writes!(UserOrderWrite);
 /// Flushes at most `max_ops` queued ops (the benches' flush).
 #[cfg(feature = "canbench-rs")]
 fn flush_now(max_ops: usize) -> Result<bench_api::FlushSummary, WriteError> {
-    batch::flush_at_most(max_ops).map(summary)
+    canister::flush_at_most(max_ops).map(Into::into)
 }
 
 /// Queues an op without arming the timer (the benches' submit).
 #[cfg(feature = "canbench-rs")]
 fn enqueue(op: WriteOp, origin: Origin, owner: Owner) -> Result<Ticket, WriteError> {
-    batch::enqueue(op, origin, owner)
+    canister::enqueue(op, origin, owner)
 }
 
 /// Runs one op now in its own transaction (the benches' unbatched write).
 #[cfg(feature = "canbench-rs")]
-fn execute_now(op: &WriteOp) -> Outcome {
-    outcome(batch::execute_now(op))
+fn execute_now(op: WriteOp) -> Outcome {
+    canister::execute_now(op)
 }
 
 /// An unbatched write of the users/orders workload, by a caller who may write.
 fn write_now(op: UserOrderOp) -> Result<Outcome, WriteError> {
-    batch::write_now(|| user_order_op(op)).map(outcome)
+    canister::write_now(user_order_op(op)?)
+}
+
+/// A queued write of the users/orders workload, by a caller who may write.
+fn submit(op: UserOrderOp) -> Result<Ticket, WriteError> {
+    canister::submit_op(user_order_op(op)?)
 }
 
 fn user_order_op(op: UserOrderOp) -> Result<WriteOp, WriteError> {
@@ -138,7 +143,7 @@ fn sql_op(statements: Vec<SqlStatement>) -> Result<WriteOp, WriteError> {
 // `SubmitResult`, `PackedResult`), a success as its `Ok` case alone (a Candid subtype: each
 // reply byte costs 50 instructions), an error in full. Each is exported `hidden`, without
 // arguments for ic-cdk and with a manual reply: it reads its argument itself, inside
-// `batch::authorized`, once its caller is admitted. Its Candid signature is declared by an
+// `canister::authorized`, once its caller is admitted. Its Candid signature is declared by an
 // interface-only function.
 
 fn trap_decode(e: candid::Error) -> ! {
@@ -206,7 +211,7 @@ interface! {
 
 #[ic_cdk::update(hidden = true, manual_reply = true)]
 fn create_user() {
-    batch::authorized("create_user", || {
+    canister::authorized("create_user", || {
         let (username, email) = args_text_text();
         reply_outcome(write_now(UserOrderOp::CreateUser { username, email }))
     })
@@ -214,7 +219,7 @@ fn create_user() {
 
 #[ic_cdk::update(hidden = true, manual_reply = true)]
 fn create_order() {
-    batch::authorized("create_order", || {
+    canister::authorized("create_order", || {
         let (user_id, amount) = args_i64_f64();
         reply_outcome(write_now(UserOrderOp::CreateOrder { user_id, amount }))
     })
@@ -222,7 +227,7 @@ fn create_order() {
 
 #[ic_cdk::update(hidden = true, manual_reply = true)]
 fn update_order_amount() {
-    batch::authorized("update_order_amount", || {
+    canister::authorized("update_order_amount", || {
         let (order_id, amount) = args_i64_f64();
         reply_outcome(write_now(UserOrderOp::UpdateOrderAmount {
             order_id,
@@ -233,7 +238,7 @@ fn update_order_amount() {
 
 #[ic_cdk::update(hidden = true, manual_reply = true)]
 fn delete_user_orders() {
-    batch::authorized("delete_user_orders", || {
+    canister::authorized("delete_user_orders", || {
         let user_id = args_i64();
         reply_outcome(write_now(UserOrderOp::DeleteUserOrders { user_id }))
     })
@@ -241,7 +246,7 @@ fn delete_user_orders() {
 
 batch::update! {
     fn execute_sql(statements: Vec<SqlStatement>) -> WriteResult {
-        batch::execute_sql(sql_op(statements)).map(outcome).into()
+        sql_op(statements).and_then(canister::execute_sql).into()
     }
 }
 
@@ -249,49 +254,39 @@ batch::update! {
 
 #[ic_cdk::update(hidden = true, manual_reply = true)]
 fn submit_create_user() {
-    batch::authorized("submit_create_user", || {
+    canister::authorized("submit_create_user", || {
         let (username, email) = args_text_text();
-        reply_ticket(batch::submit(user_order_op(UserOrderOp::CreateUser {
-            username,
-            email,
-        })))
+        reply_ticket(submit(UserOrderOp::CreateUser { username, email }))
     })
 }
 
 #[ic_cdk::update(hidden = true, manual_reply = true)]
 fn submit_create_order() {
-    batch::authorized("submit_create_order", || {
+    canister::authorized("submit_create_order", || {
         let (user_id, amount) = args_i64_f64();
-        reply_ticket(batch::submit(user_order_op(UserOrderOp::CreateOrder {
-            user_id,
-            amount,
-        })))
+        reply_ticket(submit(UserOrderOp::CreateOrder { user_id, amount }))
     })
 }
 
 #[ic_cdk::update(hidden = true, manual_reply = true)]
 fn submit_update_order_amount() {
-    batch::authorized("submit_update_order_amount", || {
+    canister::authorized("submit_update_order_amount", || {
         let (order_id, amount) = args_i64_f64();
-        reply_ticket(batch::submit(user_order_op(
-            UserOrderOp::UpdateOrderAmount { order_id, amount },
-        )))
+        reply_ticket(submit(UserOrderOp::UpdateOrderAmount { order_id, amount }))
     })
 }
 
 #[ic_cdk::update(hidden = true, manual_reply = true)]
 fn submit_delete_user_orders() {
-    batch::authorized("submit_delete_user_orders", || {
+    canister::authorized("submit_delete_user_orders", || {
         let user_id = args_i64();
-        reply_ticket(batch::submit(user_order_op(
-            UserOrderOp::DeleteUserOrders { user_id },
-        )))
+        reply_ticket(submit(UserOrderOp::DeleteUserOrders { user_id }))
     })
 }
 
 batch::update! {
     fn submit_sql(statements: Vec<SqlStatement>) -> SubmitResult {
-        batch::submit_sql(sql_op(statements)).into()
+        sql_op(statements).and_then(canister::submit_sql).into()
     }
 }
 
@@ -301,18 +296,15 @@ batch::update! {
     /// A client batch in one transaction. With a key (`opt BatchKey`, absent in calls that
     /// predate it), exactly once per caller and key: a repeat is answered `Duplicate` with the
     /// recorded outcomes (see `ic_rusqlite_batch::keyed`); the anonymous caller's keyed batch
-    /// is refused `Invalid` (`ic_rusqlite_batch::key_scope`).
+    /// is refused `Invalid` (`ic_rusqlite_batch::canister::key_scope`).
     fn execute_batch(ops: Vec<UserOrderOp>, key: Option<bench_api::BatchKey>) -> BatchResult {
         let Some(key) = key else {
-            return batch(|| Ok(ops)).into();
+            return client_ops(ops).and_then(canister::execute_batch).into();
         };
-        match batch::execute_batch_keyed(|| {
-            Ok(batch::KeyedBatch {
-                key: batch::keyed::key_of(&key)?,
-                digest: digest_of_ops(&ops),
-                ops: client_ops(ops)?,
-            })
-        }) {
+        let digest = digest_of_ops(&ops);
+        match client_ops(ops)
+            .and_then(|ops| canister::execute_batch_keyed(KeyedBatch { key, digest, ops }))
+        {
             Ok(b) if b.duplicate => BatchResult::Duplicate(b.outcomes),
             Ok(b) => BatchResult::Ok(b.outcomes),
             Err(e) => BatchResult::Err(e),
@@ -323,22 +315,20 @@ batch::update! {
 /// `execute_batch` with the ops and outcomes packed (`bench_api::packed`): an unkeyed request
 /// (version 1) is answered with outcomes (reply version 2), a keyed one (version 2) with the
 /// duplicate flag and outcomes (reply version 3); a refusal is `Err` with the typed error (the
-/// anonymous caller's keyed request: `Invalid`, see `ic_rusqlite_batch::key_scope`).
+/// anonymous caller's keyed request: `Invalid`, see `ic_rusqlite_batch::canister::key_scope`).
 #[ic_cdk::update(hidden = true, manual_reply = true)]
 fn execute_batch_packed() {
-    batch::authorized("execute_batch_packed", || {
+    canister::authorized("execute_batch_packed", || {
         let packed = args_blob();
-        let reply = packed_batch(&packed, |request| {
-            batch::execute_batch_keyed(|| Ok(request))
-        });
+        let reply = packed_batch(&packed, canister::execute_batch_keyed);
         ic_cdk::api::msg_reply(bench_api::wire::encode_packed_result(reply));
     })
 }
 
 /// The packed reply to a packed request by a caller who may write (see
 /// [`execute_batch_packed`]): an unkeyed one runs at once, a keyed one through `keyed` (the
-/// method's is the front door, `ic_rusqlite_batch::execute_batch_keyed`; the benches run the
-/// request under their own key without arming the prune timer).
+/// method's is the front door, `ic_rusqlite_batch::canister::execute_batch_keyed`; the benches
+/// run the request under their own key without arming the prune timer).
 fn packed_batch(
     packed: &[u8],
     keyed: impl FnOnce(KeyedBatch) -> Result<KeyedOutcomes, WriteError>,
@@ -358,10 +348,8 @@ fn packed_batch(
         ))
     } else {
         let ops = bench_api::packed::decode_ops(packed, MAX_CLIENT_BATCH).map_err(invalid)?;
-        let outcomes = batch::run_batch(&client_ops(ops)?)?;
-        Ok(bench_api::packed::encode_outcomes(
-            &outcomes.into_iter().map(outcome).collect::<Vec<_>>(),
-        ))
+        let outcomes = canister::run_batch(client_ops(ops)?)?;
+        Ok(bench_api::packed::encode_outcomes(&outcomes))
     }
 }
 
@@ -391,23 +379,14 @@ fn client_ops(ops: Vec<UserOrderOp>) -> Result<Vec<WriteOp>, WriteError> {
     Ok(ops.iter().map(workload::to_write_op).collect())
 }
 
-/// An unkeyed client batch, by a caller who may write: the ops `ops` decodes, checked, in one
-/// transaction (see `ic_rusqlite_batch::execute_batch`).
-fn batch(
-    ops: impl FnOnce() -> Result<Vec<UserOrderOp>, WriteError>,
-) -> Result<Vec<Outcome>, WriteError> {
-    batch::execute_batch(|| client_ops(ops()?))
-        .map(|outcomes| outcomes.into_iter().map(outcome).collect())
-}
-
-// ---- queries: each guarded (`batch::query_guard`): called as an update (replicated, paid like
-// an update), it runs only for controllers and writers ----
+// ---- queries: each guarded (`canister::query_guard`): called as an update (replicated, paid
+// like an update), it runs only for controllers and writers ----
 
 fn query_error(e: impl std::fmt::Display) -> bench_api::QueryError {
     bench_api::QueryError::Database(e.to_string())
 }
 
-#[ic_cdk::query(guard = "batch::query_guard")]
+#[ic_cdk::query(guard = "canister::query_guard")]
 fn counts() -> CountsResult {
     batch::with_connection(|conn| {
         let count = |table: &str| -> Result<u64, bench_api::QueryError> {
@@ -427,7 +406,7 @@ fn counts() -> CountsResult {
 
 /// The join of the ic-rusqlite benchmark (`users JOIN orders ... WHERE u.user_id < ? ORDER BY
 /// o.created_at DESC`), at most `limit` rows (capped at [`MAX_QUERY_ROWS`]).
-#[ic_cdk::query(guard = "batch::query_guard")]
+#[ic_cdk::query(guard = "canister::query_guard")]
 fn user_orders(max_user_id: i64, limit: u32) -> UserOrdersResult {
     batch::with_connection(|conn| {
         let mut stmt = conn
@@ -454,7 +433,7 @@ fn user_orders(max_user_id: i64, limit: u32) -> UserOrdersResult {
 
 /// The orders of `user_id` with `order_id > after_order_id`, by `order_id`, at most `limit` rows
 /// (capped at [`MAX_QUERY_ROWS`]).
-#[ic_cdk::query(guard = "batch::query_guard")]
+#[ic_cdk::query(guard = "canister::query_guard")]
 fn orders(user_id: i64, after_order_id: i64, limit: u32) -> OrdersResult {
     batch::with_connection(|conn| {
         let mut stmt = conn
@@ -479,7 +458,7 @@ fn orders(user_id: i64, after_order_id: i64, limit: u32) -> OrdersResult {
 
 /// The LIKE query of the ic-rusqlite benchmark (`SELECT * FROM users WHERE email LIKE
 /// '<prefix>%'`), at most `limit` rows (capped at [`MAX_QUERY_ROWS`]).
-#[ic_cdk::query(guard = "batch::query_guard")]
+#[ic_cdk::query(guard = "canister::query_guard")]
 fn users_by_email_prefix(prefix: String, limit: u32) -> UsersResult {
     batch::with_connection(|conn| {
         let mut stmt = conn

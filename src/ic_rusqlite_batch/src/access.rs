@@ -11,7 +11,7 @@ use candid::Principal;
 
 use batch_types::declare::{PackedWritesResult, WritesResult};
 
-use crate::types::{
+use batch_types::{
     AdminResult, BatchResult, FlushResult, MethodClass, SubmitResult, WriteAccess, WriteError,
     WriteResult,
 };
@@ -365,7 +365,7 @@ mod tests {
         }
         decodes_as_refusal::<Result<u64, WriteError>>();
         decodes_as_refusal::<Result<(), WriteError>>();
-        decodes_as_refusal::<Result<crate::types::FlushSummary, WriteError>>();
+        decodes_as_refusal::<Result<batch_types::FlushSummary, WriteError>>();
         decodes_as_refusal::<WriteResult>();
         decodes_as_refusal::<SubmitResult>();
         decodes_as_refusal::<FlushResult>();

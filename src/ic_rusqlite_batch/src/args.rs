@@ -198,8 +198,23 @@ where
     }
     let mut config = candid::DecoderConfig::new();
     config.set_skipping_quota(10_000);
-    candid::utils::decode_args_with_config(bytes, &config)
-        .map_err(|e| ArgumentError::Undecodable(e.to_string()))
+    candid::utils::decode_args_with_config(bytes, &config).map_err(undecodable)
+}
+
+/// The most bytes of an [`ArgumentError::Undecodable`]'s text.
+pub const MAX_UNDECODABLE_BYTES: usize = 512;
+
+/// What Candid's decoder found wrong with the values: its first error (the value's own, such as
+/// `the batch key's id has 15 bytes; it must have 16`), at most [`MAX_UNDECODABLE_BYTES`].
+/// Candid's own text is its decoder's state, with the whole argument in hexadecimal: twice the
+/// argument's size, more than a reply may hold for a large batch.
+fn undecodable(error: candid::Error) -> ArgumentError {
+    let mut text = match &error {
+        candid::Error::Custom(e) => e.root_cause().to_string(),
+        other => other.to_string(),
+    };
+    batch_types::reply::truncate_message(&mut text, MAX_UNDECODABLE_BYTES);
+    ArgumentError::Undecodable(text)
 }
 
 /// No bytes at all is a call without arguments (as ic-cdk reads it).

@@ -1,78 +1,35 @@
-//! The canister side (wasm32 only): the queue, its settings and writers in the canister's heap,
-//! the lifecycle hooks, submits, flushes and queries. Every function here is meant to be called
-//! from a canister method of the matching kind (an update, a query, a lifecycle hook); each
-//! traps, with the reason, only where the canister must not go on (invalid settings at install,
-//! a saved state that cannot be read back), and answers a typed [`WriteError`] otherwise.
+//! The canister side (wasm32 only), as functions for methods of a canister's own shape: the
+//! lifecycle hooks, the access checks, the queue of [`WriteOp`]s, writes run now, and the
+//! queries. The crate's macros are made of them (`canister_methods!` calls [`init`],
+//! [`flush`], [`stats`], ...). Every function here is meant to be called from a canister method
+//! of the matching kind (an update, a query, a lifecycle hook); each traps, with the reason,
+//! only where the canister must not go on (invalid settings at install, a saved state that
+//! cannot be read back), and answers a typed [`WriteError`] otherwise.
+//!
+//! Every write entry point takes what it writes by value, already checked by the canister (its
+//! own validation is a `?` before the call): one [`WriteOp`] ([`submit_op`], [`write_now`],
+//! [`submit_sql`], [`execute_sql`]), the ops of a batch ([`execute_batch`]), or a keyed batch
+//! ([`execute_batch_keyed`]); the declared writes' are in [`declared`](crate::declared).
 
 use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
 
 use batch_core::{
-    BatchQueue, Budget, FlushReport, OpOutcome, OpStatus, Owner, SubmitError, Ticket, WriteOp,
+    BatchQueue, Budget, FlushReport, OpStatus, Outcome, Owner, SubmitError, Ticket, WriteOp,
 };
+use batch_types::{InitArgs, MethodClass, Settings, Stats, TicketStatus, WriteAccess, WriteError};
 use candid::Principal;
 use ic_rusqlite::ConnectionConfig;
 use ic_stable_structures::memory_manager::MemoryId;
 
-use crate::access::{self, Interface, Writers};
+use crate::Setup;
+use crate::access::{self, Writers};
 use crate::keyed::{self, KeyedBatch, KeyedOutcomes};
-pub use crate::message::{MessageMeter, arguments, reply, strict_arguments};
+use crate::message::MessageMeter;
 use crate::persist::{self, SavedState};
-use crate::settings::{CanisterSettings, Floors};
-pub use crate::state::with_connection;
-use crate::state::{QUEUE, SETTINGS};
+use crate::settings::CanisterSettings;
+use crate::state::{QUEUE, SETTINGS, with_connection};
 use crate::timer;
-use crate::types::{InitArgs, MethodClass, Settings, Stats, WriteAccess, WriteError};
-
-/// What a canister declares once, as a `static`, and hands to [`init`] and [`post_upgrade`].
-#[derive(Debug)]
-pub struct Setup {
-    /// The virtual memory (of ic-rusqlite's `MemoryManager`) where [`pre_upgrade`] saves the
-    /// queue: any id from 0 to 100 or 121 to 254 that the canister uses for nothing else
-    /// (ic-rusqlite owns 101–120). [`init`] traps on another.
-    pub memory_id: u8,
-    /// `PRAGMA`s of the connection (ic-rusqlite applies them when it opens it).
-    pub pragmas: &'static [(&'static str, &'static str)],
-    /// SQL run at every install and upgrade, before anything else (`CREATE TABLE IF NOT EXISTS`
-    /// ...): it must be idempotent.
-    pub schema: &'static str,
-    /// Prepared statements the connection keeps: room for every statement the canister repeats
-    /// (its writes, batch_core's transaction control, the coalescer's chunks: up to 8 sizes per
-    /// INSERT shape). Too small a cache re-prepares statements on every flush.
-    pub statement_cache_capacity: usize,
-    /// The smallest flush budget and queue bytes the canister accepts.
-    pub floors: Floors,
-    /// The canister's methods by class: [`inspect_message`] and [`authorized`] read it.
-    pub interface: Interface,
-}
-
-impl Setup {
-    /// The setup of a canister whose writes are small (one statement on a row or a few, with
-    /// parameters of at most a few KiB) and which exports the standard methods
-    /// (`canister_methods!`): queue memory 1, `journal_mode` PERSIST and `locking_mode`
-    /// EXCLUSIVE (ic-rusqlite's recommendation), 32 cached statements,
-    /// [`Floors::SMALL_WRITES`], single-op arguments of at most 1 KiB, and `methods`: the
-    /// canister's own methods (those of [`client_batches!`](crate::client_batches) and
-    /// [`single_writes!`](crate::single_writes) are classed without being listed, as the
-    /// standard ones: see [`Interface::standard_methods`]).
-    pub const fn small_writes(
-        schema: &'static str,
-        methods: &'static [(&'static str, MethodClass)],
-    ) -> Setup {
-        Setup {
-            memory_id: 1,
-            pragmas: &[("journal_mode", "PERSIST"), ("locking_mode", "EXCLUSIVE")],
-            schema,
-            statement_cache_capacity: 32,
-            floors: Floors::SMALL_WRITES,
-            interface: Interface {
-                methods,
-                max_small_arg_bytes: 1_024,
-                standard_methods: true,
-            },
-        }
-    }
-}
 
 /// Heap held for the queries (see [`query_guard`]): allocated at install and upgrade, never
 /// written (it costs no dirty page), released inside a non-replicated query, whose changes the
@@ -218,7 +175,7 @@ pub fn post_upgrade(setup: &'static Setup, args: Option<InitArgs>) {
 }
 
 /// Call from `#[inspect_message]`: accepts the ingress message only if its method would
-/// accept it (see [`Interface::accepts`]; a query called as an update is refused whoever
+/// accept it (see [`Interface::accepts`](crate::access::Interface::accepts); a query called as an update is refused whoever
 /// sends it); refused messages cost the canister nothing.
 pub fn inspect_message() {
     let method = ic_cdk::api::msg_method_name();
@@ -243,8 +200,8 @@ pub fn inspect_message() {
 // ---------------------------------------------------------------- access
 
 /// Runs `body`, the work of update method `method` (a name of the [`Setup`]'s
-/// [`Interface`]), if the caller may call it (its class, see [`access::admits`]); `body`
-/// reads the argument ([`arguments`], or a codec of the canister's own) and replies. A caller
+/// [`Interface`](crate::access::Interface)), if the caller may call it (its class, see [`access::admits`]); `body`
+/// reads the argument ([`arguments`](crate::message::arguments), or a codec of the canister's own) and replies. A caller
 /// who may not call the method is answered [`access::NOT_AUTHORIZED_REPLY`], which the
 /// method's reply type reads as its own `Err(NotAuthorized)` (it must have one:
 /// [`access::Refusal`]), without its argument being read: a few thousand instructions,
@@ -278,8 +235,9 @@ pub fn authorized(method: &str, body: impl FnOnce()) {
     CHECKED.set(outer);
 }
 
-/// The guard of every query method: `#[ic_cdk::query(guard = "ic_rusqlite_batch::query_guard")]`
-/// (ic-cdk runs it before it decodes the argument). A query runs for everyone; called as an
+/// The guard of every query method: `query!`'s, or a hand-written query's
+/// (`#[ic_cdk::query(guard = "ic_rusqlite_batch::canister::query_guard")]`; ic-cdk runs it
+/// before it decodes the argument). A query runs for everyone; called as an
 /// update (replicated execution, which the canister pays like an update, from ingress that
 /// `canister_inspect_message` let through or from another canister, which it never sees) it
 /// runs only for whoever may write (controllers, registered writers, everyone in
@@ -419,8 +377,10 @@ pub fn with_queue<R>(f: impl FnOnce(&BatchQueue) -> R) -> R {
     QUEUE.with_borrow(f)
 }
 
-/// Runs `f` with the queue, mutably: for benchmarks and tests that set up a queue directly.
-/// Ops queued here are not seen by the timer until the next [`submit`] or flush.
+/// Runs `f` with the queue, mutably: a measurement hook of the reference canister's benches,
+/// which set up a queue directly. Ops queued here are not seen by the timer until the next
+/// submit or flush.
+#[doc(hidden)]
 pub fn with_queue_mut<R>(f: impl FnOnce(&mut BatchQueue) -> R) -> R {
     QUEUE.with_borrow_mut(f)
 }
@@ -431,7 +391,8 @@ pub fn current_settings() -> CanisterSettings {
 }
 
 /// Whether an op may run long enough to make a flush trap: controller SQL may; a canister's
-/// typed ops, each bounded by the instruction guard, may not.
+/// typed ops, each bounded by the instruction guard, may not ([`enqueue`]'s argument).
+#[doc(hidden)]
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Origin {
     /// An op built by the canister from typed arguments.
@@ -459,9 +420,11 @@ fn submit_error(e: SubmitError) -> WriteError {
 
 /// Queues `op` for `owner` and, when that fills a batch and the queue is healthy, flushes the
 /// ops before the first pending controller SQL op in this call (never an op that could make
-/// this caller's message trap). Arms no timer (queries, such as canbench's benches, may not
-/// set timers): [`submit`] does. Costs about 2,000 instructions plus the op's bytes, and a
-/// whole flush when it fills a batch.
+/// this caller's message trap). No access check, and arms no timer (queries, such as canbench's
+/// benches, may not set timers): [`submit_op`] does both; a measurement hook of the reference
+/// canister's benches. Costs about 2,000 instructions plus the op's bytes, and a whole flush
+/// when it fills a batch.
+#[doc(hidden)]
 pub fn enqueue(op: WriteOp, origin: Origin, owner: Owner) -> Result<Ticket, WriteError> {
     let now = ic_cdk::api::time();
     if QUEUE.with_borrow(BatchQueue::is_empty) {
@@ -487,25 +450,23 @@ pub fn enqueue(op: WriteOp, origin: Origin, owner: Owner) -> Result<Ticket, Writ
     Ok(submitted.ticket)
 }
 
-/// The batched write: checks that the caller may write, then `op` (the canister's validation
-/// of its arguments), queues it with the caller as its owner ([`enqueue`]), and makes sure a
-/// timer will flush it. Answers the op's ticket; ask [`ticket_status`] with it.
-pub fn submit(op: Result<WriteOp, WriteError>) -> Result<Ticket, WriteError> {
+/// The batched write: checks that the caller may write, queues `op` (checked by the canister)
+/// with the caller as its owner, flushes when that fills a batch and the queue is healthy, and
+/// makes sure a timer will flush it. Answers the op's ticket; ask [`ticket_status`] with it. A
+/// declared write is queued with [`submit`](crate::submit).
+pub fn submit_op(op: WriteOp) -> Result<Ticket, WriteError> {
     // The caller is read once (each System API call costs about 500 instructions).
     let caller = caller();
     let submitted = require_writer_as(&caller)
-        .and(op)
-        .and_then(|op| enqueue(op, Origin::Typed, Owner::of(caller.as_slice())));
+        .and_then(|()| enqueue(op, Origin::Typed, Owner::of(caller.as_slice())));
     timer::ensure();
     submitted
 }
 
 /// For a controller: queues arbitrary SQL, which only the timer (or a controller's flush)
 /// runs, so that no writer's message can trap on it.
-pub fn submit_sql(op: Result<WriteOp, WriteError>) -> Result<Ticket, WriteError> {
-    let submitted = require_controller()
-        .and(op)
-        .and_then(|op| enqueue(op, Origin::Sql, caller_owner()));
+pub fn submit_sql(op: WriteOp) -> Result<Ticket, WriteError> {
+    let submitted = require_controller().and_then(|()| enqueue(op, Origin::Sql, caller_owner()));
     timer::ensure();
     submitted
 }
@@ -548,62 +509,53 @@ pub fn flush() -> Result<FlushReport, WriteError> {
 /// Runs one op now in its own transaction, interrupted once it has used
 /// `3 × flush_instruction_budget` instructions: the most a flush may use, so that the same
 /// settings bound both paths within the message limit. No access check.
-pub fn execute_now(op: &WriteOp) -> OpOutcome {
+pub fn execute_now(op: WriteOp) -> Outcome {
     let limit = SETTINGS.with_borrow(|s| s.config.max_flush_instructions());
     let budget = Budget::new(MessageMeter, limit);
-    with_connection(|conn| batch_core::execute_autocommit_within(conn, op, &budget))
+    with_connection(|conn| batch_core::execute_autocommit_within(conn, &op, &budget))
 }
 
-/// The unbatched write: checks that the caller may write, then `op`, and runs it now
+/// The unbatched write: checks that the caller may write, and runs `op` now
 /// ([`execute_now`]).
-pub fn write_now(
-    op: impl FnOnce() -> Result<WriteOp, WriteError>,
-) -> Result<OpOutcome, WriteError> {
-    require_writer()
-        .and_then(|()| op())
-        .map(|op| execute_now(&op))
+pub fn write_now(op: WriteOp) -> Result<Outcome, WriteError> {
+    require_writer().map(|()| execute_now(op))
 }
 
 /// For a controller: runs arbitrary SQL now ([`execute_now`]).
-pub fn execute_sql(op: Result<WriteOp, WriteError>) -> Result<OpOutcome, WriteError> {
-    require_controller().and(op).map(|op| execute_now(&op))
+pub fn execute_sql(op: WriteOp) -> Result<Outcome, WriteError> {
+    require_controller().map(|()| execute_now(op))
 }
 
-/// A client's batch: checks that the caller may write, then builds the ops, and runs them now
-/// ([`run_batch`]).
-pub fn execute_batch(
-    ops: impl FnOnce() -> Result<Vec<WriteOp>, WriteError>,
-) -> Result<Vec<OpOutcome>, WriteError> {
+/// A client's batch: checks that the caller may write, and runs `ops` now ([`run_batch`]).
+pub fn execute_batch(ops: Vec<WriteOp>) -> Result<Vec<Outcome>, WriteError> {
     require_writer()?;
-    run_batch(&ops()?)
+    run_batch(ops)
 }
 
 /// Runs `ops` now in one transaction within `flush_instruction_budget` (one outcome per op, in
-/// order). No access check. Fails, applying nothing, when the transaction cannot begin or
-/// commit.
-pub fn run_batch(ops: &[WriteOp]) -> Result<Vec<OpOutcome>, WriteError> {
+/// order; the ops the budget did not reach are [`Outcome::NotExecuted`]). No access check.
+/// Fails, applying nothing, when the transaction cannot begin or commit.
+pub fn run_batch(ops: Vec<WriteOp>) -> Result<Vec<Outcome>, WriteError> {
     let budget = Budget::new(
         MessageMeter,
         SETTINGS.with_borrow(|s| s.config.flush_instruction_budget),
     );
-    with_connection(|conn| batch_core::execute_batch_within(conn, ops, &budget))
+    with_connection(|conn| batch_core::execute_batch_within(conn, &ops, &budget))
         .map_err(|e| WriteError::Database(e.to_string()))
 }
 
 /// An exactly-once client batch: checks that the caller may write and has a key scope of its
-/// own ([`key_scope`]), then builds the request (the key, the canister's digest of the ops as
-/// the client sent them, the ops) and runs it under the caller's key ([`keyed::run`]): a new
-/// key runs the ops in one transaction that also records the key, the digest and the
-/// outcomes; a repeated key with the same digest answers the recorded outcomes and runs
-/// nothing. Arms the timer that prunes expired keys. Refusals (the anonymous caller, window,
-/// reused key, full store) are typed [`WriteError`]s; nothing runs then.
-pub fn execute_batch_keyed(
-    request: impl FnOnce() -> Result<KeyedBatch, WriteError>,
-) -> Result<KeyedOutcomes, WriteError> {
+/// own ([`key_scope`]), and runs `batch` (the key, the canister's digest of the ops as the
+/// client sent them, the ops) under the caller's key: a new key runs the ops in one
+/// transaction that also records the key, the digest and the outcomes; a repeated key with
+/// the same digest answers the recorded outcomes and runs nothing. Arms the timer that prunes
+/// expired keys. Refusals (the anonymous caller, window, reused key, full store) are typed
+/// [`WriteError`]s; nothing runs then.
+pub fn execute_batch_keyed(batch: KeyedBatch) -> Result<KeyedOutcomes, WriteError> {
     let caller = caller();
     let result = require_writer_as(&caller)
         .and_then(|()| key_scope(&caller))
-        .and_then(|scope| keyed::run(scope, &request()?, ic_cdk::api::time()));
+        .and_then(|scope| keyed::run(scope, batch, ic_cdk::api::time()));
     keyed::ensure_prune_timer();
     result
 }
@@ -643,19 +595,19 @@ fn status(q: &BatchQueue, ticket: Ticket, viewer: Option<Owner>) -> OpStatus {
 
 /// The status of `ticket` as the caller may see it: its own ops' (or, for a controller,
 /// anyone's); `NotYours` for another caller's.
-pub fn ticket_status(ticket: Ticket) -> OpStatus {
+pub fn ticket_status(ticket: Ticket) -> TicketStatus {
     let viewer = viewer();
-    QUEUE.with_borrow(|q| status(q, ticket, viewer))
+    QUEUE.with_borrow(|q| status(q, ticket, viewer)).into()
 }
 
 /// The statuses of `count` tickets from `first` on, as [`ticket_status`] answers each, in
 /// their Candid form: one vector, so that a query of 1,000 statuses needs little heap (it must
 /// answer when the canister's memory cannot grow).
-pub fn ticket_statuses(first: Ticket, count: u64) -> Vec<crate::types::TicketStatus> {
+pub fn ticket_statuses(first: Ticket, count: u64) -> Vec<TicketStatus> {
     let viewer = viewer();
     QUEUE.with_borrow(|q| {
         (first..first.saturating_add(count))
-            .map(|t| crate::types::status(status(q, t, viewer)))
+            .map(|t| status(q, t, viewer).into())
             .collect()
     })
 }

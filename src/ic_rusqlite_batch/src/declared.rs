@@ -14,15 +14,16 @@
 //! (`DeclarationMismatch`, both digests) or not of the format (`Malformed`, the byte offset).
 //!
 //! Where the author wants them, the same declaration gives one write per call
-//! (`single_writes!`): `execute_write(op)` runs it now in its own transaction, `submit_write(op)`
-//! queues it for the next flush ([`single_op`] checks it as a batch's op 0).
+//! (`single_writes!`): `execute_write(op)` runs it now in its own transaction (`execute`),
+//! `submit_write(op)` queues it for the next flush (`submit`, the crate's root `submit`, which a
+//! method of the canister's own calls too); [`single_op`] checks it as a batch's op 0. Those
+//! functions, and the batch methods' (`execute_writes`, `execute_writes_packed`), exist on wasm32
+//! only.
 
 use batch_core::{BatchDigest, SqlValue, Statement, WriteOp};
-use batch_types::SqlParam;
 use batch_types::declare::{Access, BatchRefusal, Declaration, Writes, packed_ops};
 use batch_types::packed::{self, RequestHeader};
-
-use crate::types::WriteError;
+use batch_types::{SqlParam, WriteError};
 
 /// Most ops one batch of declared writes holds (as the reference canister's client batches).
 pub const MAX_DECLARED_BATCH_OPS: usize = 10_000;
@@ -151,46 +152,48 @@ pub fn sql_value(param: SqlParam) -> SqlValue {
 
 #[cfg(target_arch = "wasm32")]
 mod canister {
+    use batch_core::{BatchKey, Outcome, Ticket, WriteOp};
+    use batch_types::WriteError;
     use batch_types::declare::{BatchRefusal, Writes, WritesReply};
     use batch_types::packed;
 
     use super::DeclaredBatch;
-    use crate::keyed::KeyedBatch;
-    use crate::types::BatchKey;
+    use crate::canister::{caller_is_controller, execute_batch_keyed, submit_op, write_now};
+    use crate::keyed::{KeyedBatch, KeyedOutcomes};
 
     /// Runs `batch` under `key` of the caller, exactly once.
-    fn run(
-        key: batch_core::BatchKey,
-        batch: DeclaredBatch,
-    ) -> Result<crate::KeyedOutcomes, BatchRefusal> {
-        if batch.needs_controller && !crate::caller_is_controller() {
+    fn run(key: BatchKey, batch: DeclaredBatch) -> Result<KeyedOutcomes, BatchRefusal> {
+        if batch.needs_controller && !caller_is_controller() {
             return Err(BatchRefusal::NotAuthorized);
         }
         let DeclaredBatch { digest, ops, .. } = batch;
-        Ok(crate::execute_batch_keyed(|| {
-            Ok(KeyedBatch { key, digest, ops })
-        })?)
+        Ok(execute_batch_keyed(KeyedBatch { key, digest, ops })?)
     }
 
     /// One declared write, checked, by a caller who may call it (a write for controllers only
     /// is `NotAuthorized` for anyone else).
-    fn single<W: Writes>(op: W) -> Result<batch_core::WriteOp, crate::WriteError> {
+    fn single<W: Writes>(op: W) -> Result<WriteOp, WriteError> {
         let (op, needs_controller) = super::single_op(op)?;
-        if needs_controller && !crate::caller_is_controller() {
-            return Err(crate::WriteError::NotAuthorized);
+        if needs_controller && !caller_is_controller() {
+            return Err(WriteError::NotAuthorized);
         }
         Ok(op)
     }
 
-    /// `submit_write`: queues one declared write (see [`crate::submit`]).
-    pub fn submit_write<W: Writes>(op: W) -> Result<crate::Ticket, crate::WriteError> {
-        crate::submit(single(op))
+    /// Queues one declared write for the next flush, from a method of the canister's own
+    /// ([`update!`](crate::update)) or `single_writes!`'s `submit_write`: checked against its
+    /// declaration (a parameter not as declared is `Invalid`, naming the write and the
+    /// parameter; a write for controllers only is `NotAuthorized` for anyone else), then
+    /// queued with the caller as its owner ([`submit_op`]). Answers its ticket, whose status
+    /// (`ticket_status`) tells its outcome once flushed.
+    pub fn submit<W: Writes>(op: W) -> Result<Ticket, WriteError> {
+        submit_op(single(op)?)
     }
 
-    /// `execute_write`: runs one declared write now, in its own transaction (see
-    /// [`crate::write_now`]).
-    pub fn execute_write<W: Writes>(op: W) -> Result<crate::Outcome, crate::WriteError> {
-        crate::write_now(|| single(op)).map(crate::types::outcome)
+    /// `execute_write`: runs one declared write now, in its own transaction ([`write_now`]),
+    /// checked as [`submit`] checks it.
+    pub fn execute<W: Writes>(op: W) -> Result<Outcome, WriteError> {
+        write_now(single(op)?)
     }
 
     /// `execute_writes`: a keyed batch of declared writes in Candid.
@@ -198,11 +201,13 @@ mod canister {
         key: BatchKey,
         ops: Vec<W>,
     ) -> Result<WritesReply, BatchRefusal> {
-        let key = crate::keyed::key_of(&key)?;
-        let outcomes = run(key, super::candid_batch(ops)?)?;
+        let KeyedOutcomes {
+            outcomes,
+            duplicate,
+        } = run(key, super::candid_batch(ops)?)?;
         Ok(WritesReply {
-            outcomes: outcomes.outcomes,
-            duplicate: outcomes.duplicate,
+            outcomes,
+            duplicate,
         })
     }
 
@@ -216,78 +221,7 @@ mod canister {
 }
 
 #[cfg(target_arch = "wasm32")]
-pub use canister::{execute_write, execute_writes, execute_writes_packed, submit_write};
-
-/// Exports the batch methods of a canister's declared writes (`$writes`, the enum of
-/// [`writes!`](crate::writes)): `execute_writes(key, ops)` (Candid: the writes by name with
-/// named fields), `execute_writes_packed(blob)` (the generic packed format) and the query
-/// `batch_declaration()` (what a client needs to pack ops without code of its own). The
-/// updates run through [`update!`](crate::update) (the caller is checked before the argument
-/// is read); with [`Interface::standard_methods`](crate::Interface::standard_methods),
-/// `execute_writes` and `execute_writes_packed` are classed [`MethodClass::Write`] without
-/// being listed (else list them, and `batch_declaration` as [`MethodClass::Query`]).
-///
-/// [`MethodClass::Write`]: crate::MethodClass::Write
-/// [`MethodClass::Query`]: crate::MethodClass::Query
-#[cfg(target_arch = "wasm32")]
-#[macro_export]
-macro_rules! client_batches {
-    ($writes:ident) => {
-        use $crate::{
-            BatchKey as __BatchKey, Blob as __BatchBlob, DeclarationView as __BatchDeclarationView,
-            PackedWritesResult as __BatchPackedWritesResult, WritesResult as __BatchWritesResult,
-        };
-        $crate::update! {
-            /// Runs a batch of writes exactly once under the caller's key, in one transaction.
-            fn execute_writes(key: __BatchKey, ops: Vec<$writes>) -> __BatchWritesResult {
-                $crate::declared::execute_writes(key, ops).into()
-            }
-            /// The same, packed (`ic-rusqlite-batch-types`' generic format).
-            fn execute_writes_packed(request: __BatchBlob) -> __BatchPackedWritesResult {
-                $crate::declared::execute_writes_packed::<$writes>(&request)
-                    .map(__BatchBlob::from)
-                    .into()
-            }
-        }
-        fn __batch_declaration_guard() -> Result<(), String> {
-            $crate::query_guard()
-        }
-        /// The canister's declared writes and their digest.
-        #[::ic_cdk::query(guard = "__batch_declaration_guard")]
-        fn batch_declaration() -> __BatchDeclarationView {
-            <$writes as $crate::Writes>::declaration().view()
-        }
-    };
-}
-
-/// Exports one declared write per call (`$writes`, the enum of [`writes!`](crate::writes)),
-/// where the author wants them beside the client batches: `execute_write(op)` runs it now in
-/// its own transaction and answers its outcome (`WriteResult`), `submit_write(op)` queues it
-/// and answers a ticket (`SubmitResult`); each checks its parameters against the declaration
-/// first (`Invalid`, naming the write and the parameter; nothing queued or run) and refuses a
-/// write for controllers only to anyone else (`NotAuthorized`). What `icp canister call`
-/// users see is the write's name and its named fields: `(variant { add = record { ... } })`.
-/// Both run through [`update!`](crate::update); with
-/// [`Interface::standard_methods`](crate::Interface::standard_methods) they are classed
-/// [`MethodClass::SmallWrite`](crate::MethodClass::SmallWrite) without being listed. Each is one message per write: the path that saves
-/// instructions (the queue), not messages (see the crate's README).
-#[cfg(target_arch = "wasm32")]
-#[macro_export]
-macro_rules! single_writes {
-    ($writes:ident) => {
-        use $crate::{SubmitResult as __BatchSubmitResult, WriteResult as __BatchWriteResult};
-        $crate::update! {
-            /// Runs one write now, in its own transaction.
-            fn execute_write(op: $writes) -> __BatchWriteResult {
-                $crate::declared::execute_write(op).into()
-            }
-            /// Queues one write for the next flush; its ticket tells its outcome.
-            fn submit_write(op: $writes) -> __BatchSubmitResult {
-                $crate::declared::submit_write(op).into()
-            }
-        }
-    };
-}
+pub use canister::{execute, execute_writes, execute_writes_packed, submit};
 
 #[cfg(test)]
 mod tests;

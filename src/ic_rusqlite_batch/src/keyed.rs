@@ -31,15 +31,16 @@
 use std::cell::{Cell, RefCell};
 use std::time::Duration;
 
+pub use batch_core::KeyedOutcomes;
 use batch_core::{
-    BatchDigest, Budget, DedupConfig, DedupCounters, DedupError, Deduplicator, InstructionMeter,
-    KEYS_TABLE, Lookup, META_TABLE, WriteOp,
+    BatchDigest, BatchKey, Budget, DedupConfig, DedupCounters, DedupError, Deduplicator,
+    InstructionMeter, KEYS_TABLE, Lookup, META_TABLE, WriteOp,
 };
+use batch_types::WriteError;
 use ic_cdk_timers::TimerId;
 
 use crate::message::MessageMeter;
 use crate::state::{SETTINGS, with_connection};
-use crate::types::{Outcome, WriteError, outcome};
 
 /// Most expired keys one prune message removes.
 pub const PRUNE_STEP_KEYS: u64 = 10_000;
@@ -70,10 +71,11 @@ thread_local! {
     static PRUNE_TIMER: Cell<Option<(TimerId, u64, u64)>> = const { Cell::new(None) };
 }
 
-/// A keyed batch as the canister decoded it.
+/// A keyed batch as the canister decoded it: what
+/// [`execute_batch_keyed`](crate::canister::execute_batch_keyed) runs.
 pub struct KeyedBatch {
-    /// The caller's key ([`key_of`] converts the interface's).
-    pub key: batch_core::BatchKey,
+    /// The caller's key.
+    pub key: BatchKey,
     /// The digest of the ops as the client sent them, in a canonical encoding
     /// ([`BatchDigest::of_bytes`]): a key reused for other ops is refused.
     pub digest: BatchDigest,
@@ -81,24 +83,12 @@ pub struct KeyedBatch {
     pub ops: Vec<WriteOp>,
 }
 
-/// A keyed batch's outcomes.
-pub struct KeyedOutcomes {
-    /// One outcome per op.
-    pub outcomes: Vec<Outcome>,
-    /// The key was recorded already: nothing ran, these are the recorded outcomes.
-    pub duplicate: bool,
-}
-
-/// A [`BatchKey`](crate::types::BatchKey) of the interface as batch_core's; refused as
-/// `Invalid` unless its id has 16 bytes.
-pub fn key_of(key: &crate::types::BatchKey) -> Result<batch_core::BatchKey, WriteError> {
-    batch_core::BatchKey::try_from(key)
-}
-
-/// Runs `ops` (already validated and converted) under `key` of `caller` at `now_ns`, or answers
-/// the recorded outcomes of a duplicate. No access check, and arms no timer (benchmarks in
-/// queries call it): [`execute_batch_keyed`](crate::execute_batch_keyed) does both.
-pub fn run(caller: &[u8], batch: &KeyedBatch, now_ns: u64) -> Result<KeyedOutcomes, WriteError> {
+/// Runs `batch` (its ops already checked) under its key of `caller` at `now_ns`, or answers
+/// the recorded outcomes of a duplicate. No access check, and arms no timer:
+/// [`execute_batch_keyed`](crate::canister::execute_batch_keyed) does both; a measurement hook
+/// of the reference canister's benches (which run in queries, where no timer may be set).
+#[doc(hidden)]
+pub fn run(caller: &[u8], batch: KeyedBatch, now_ns: u64) -> Result<KeyedOutcomes, WriteError> {
     let KeyedBatch { key, digest, ops } = batch;
     let budget = Budget::new(
         MessageMeter,
@@ -106,22 +96,19 @@ pub fn run(caller: &[u8], batch: &KeyedBatch, now_ns: u64) -> Result<KeyedOutcom
     );
     let batch = DEDUP.with_borrow_mut(|dedup| {
         with_connection(|conn| {
-            match dedup.lookup(conn, caller, key, digest, ops.len(), now_ns)? {
+            match dedup.lookup(conn, caller, &key, &digest, ops.len(), now_ns)? {
                 Lookup::Duplicate(batch) => Ok(batch),
                 Lookup::New(admitted) => {
-                    dedup.execute_admitted_within(conn, admitted, ops, &budget)
+                    dedup.execute_admitted_within(conn, admitted, &ops, &budget)
                 }
             }
         })
     });
-    let batch = batch.map_err(crate::types::dedup_refusal)?;
+    let batch = batch.map_err(WriteError::from)?;
     if !batch.duplicate {
-        recorded(key.created_at_time_ns);
+        recorded(key.created_at_time);
     }
-    Ok(KeyedOutcomes {
-        outcomes: batch.outcomes.into_iter().map(outcome).collect(),
-        duplicate: batch.duplicate,
-    })
+    Ok(batch)
 }
 
 /// The moment a key created at `created_at_ns` becomes too old (and may be pruned).

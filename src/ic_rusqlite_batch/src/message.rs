@@ -1,6 +1,7 @@
-//! The running message (wasm32 only): its arguments, its reply and its instruction meter. A
-//! leaf, like `state`: the timer and the canister's methods use it without importing each
-//! other.
+//! The running message (wasm32 only): its arguments, decoded strictly, its reply, and its
+//! instruction meter; for methods with a codec or a reply of their own (`update!` is made of
+//! them). A leaf, like the crate's state: the timer and the canister's methods use it without
+//! importing each other.
 
 use batch_core::InstructionMeter;
 
@@ -19,7 +20,7 @@ impl InstructionMeter for MessageMeter {
 /// The arguments of the running method, decoded as `A` (a tuple) after their types are checked
 /// strictly ([`crate::args`]: a value of another type than `A` takes is refused, never read as
 /// `null`); `names` are the arguments' names, for the refusal. Call it inside
-/// [`authorized`](crate::authorized)'s body.
+/// [`authorized`](crate::canister::authorized)'s body.
 pub fn strict_arguments<A>(names: &[&str]) -> Result<A, crate::args::ArgumentError>
 where
     A: crate::args::ArgumentTypes + for<'a> candid::utils::ArgumentDecoder<'a>,
@@ -38,7 +39,7 @@ where
 }
 
 /// Replies with `value`, Candid-encoded (a method exported with `manual_reply`), of a type
-/// with a typed refusal (as [`authorized`](crate::authorized) answers it); the type's table is
+/// with a typed refusal (as [`authorized`](crate::canister::authorized) answers it); the type's table is
 /// built at its first reply only (`crate::encode`).
 pub fn reply<T: candid::CandidType + Refusal + 'static>(value: &T) {
     let bytes = crate::encode::encode_one(value)

@@ -23,7 +23,7 @@ use ic_stable_structures::Memory;
 use ic_stable_structures::writer::{BufferedWriter, Writer};
 use serde::{Deserialize, Serialize};
 
-use crate::types::WriteAccess;
+use batch_types::WriteAccess;
 
 const MAGIC: &[u8; 3] = b"BCS";
 /// The format [`save_to`] writes.

@@ -28,7 +28,7 @@
 
 use batch_core::Config;
 
-use crate::types::{InitArgs, Settings, WriteAccess};
+use batch_types::{InitArgs, Settings, WriteAccess};
 
 /// Instructions an update or timer message may use on an application subnet
 /// (`MAX_INSTRUCTIONS_PER_MESSAGE` in the replica's `rs/config/src/subnet_config.rs`).

@@ -17,7 +17,9 @@ thread_local! {
     pub(crate) static SETTINGS: RefCell<CanisterSettings> = RefCell::new(CanisterSettings::default());
 }
 
-/// Runs `f` with the canister's connection (ic-rusqlite's `with_connection`).
+/// Runs `f` with the canister's database connection (ic-rusqlite's `with_connection`): what a
+/// canister's queries read, inside [`query!`](crate::query). Writes go through the queue or a
+/// batch, which keep them within an instruction budget and give each op its outcome.
 pub fn with_connection<R>(f: impl FnOnce(&Connection) -> R) -> R {
     ic_rusqlite::with_connection(|conn| f(&conn))
 }

@@ -89,7 +89,7 @@ use ic_cdk_timers::TimerId;
 
 use crate::message::MessageMeter;
 use crate::state::{QUEUE, SETTINGS, with_connection};
-use crate::types::{FlushSummary, WriteError};
+use batch_types::{FlushSummary, WriteError};
 
 /// Timer periods without a flush that committed or returned, while ops are pending, after which
 /// the timer flushes carefully (the flushes in between must have trapped).
@@ -600,7 +600,7 @@ fn careful_flush_now(limit: u64) -> Result<FlushSummary, WriteError> {
     let now = ic_cdk::api::time();
     record(&result, now);
     let report = result.map_err(|e| WriteError::Database(e.to_string()))?;
-    Ok(crate::types::summary(report))
+    Ok(report.into())
 }
 
 /// Forgets the timers and the watchdog (an upgrade removes timers; `post_upgrade` calls

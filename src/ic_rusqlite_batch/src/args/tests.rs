@@ -3,18 +3,19 @@ use candid::types::value::{IDLArgs, IDLField, IDLValue, VariantValue};
 use proptest::prelude::*;
 
 use super::*;
-use crate::types::BatchKey;
+use batch_types::declare::Blob;
+use batch_types::{BatchKey, InitArgs, SqlStatement};
 
 crate::writes! {
     /// One write per declared parameter type, nullable and not.
     pub enum Probe {
         /// Every kind, nullable.
         loose = "INSERT INTO t (a, b, c, d) VALUES (?1, ?2, ?3, ?4)" {
-            count: Option<i64>, ratio: Option<f64>, label: Option<String> [max 64], data: Option<crate::Blob> [max 64]
+            count: Option<i64>, ratio: Option<f64>, label: Option<String> [max 64], data: Option<Blob> [max 64]
         },
         /// Every kind, not nullable.
         strict = "INSERT INTO t (a, b, c, d) VALUES (?1, ?2, ?3, ?4)" {
-            count: i64, ratio: f64, label: String [max 64], data: crate::Blob [max 64]
+            count: i64, ratio: f64, label: String [max 64], data: Blob [max 64]
         },
     }
 }
@@ -27,7 +28,7 @@ fn bytes(text: &str) -> Vec<u8> {
 }
 
 fn mismatch(text: &str, names: &[&str]) -> ArgumentError {
-    decode::<(Vec<crate::SqlStatement>, Option<BatchKey>)>(&bytes(text), names)
+    decode::<(Vec<SqlStatement>, Option<BatchKey>)>(&bytes(text), names)
         .map(|_| ())
         .expect_err(text)
 }
@@ -97,7 +98,7 @@ fn a_mistyped_batch_key_is_refused_naming_the_field_and_the_type_sent() {
 fn a_key_left_out_or_null_is_none_and_a_well_typed_key_is_itself() {
     let names = ["statements", "key"];
     let decode = |text: &str| {
-        decode::<(Vec<crate::SqlStatement>, Option<BatchKey>)>(&bytes(text), &names)
+        decode::<(Vec<SqlStatement>, Option<BatchKey>)>(&bytes(text), &names)
             .expect(text)
             .1
     };
@@ -108,9 +109,9 @@ fn a_key_left_out_or_null_is_none_and_a_well_typed_key_is_itself() {
     assert_eq!(decode("(vec {}, opt null)"), None);
     assert_eq!(decode("(vec {}, null : opt null)"), None);
     assert_eq!(decode("(vec {}, opt (null : reserved))"), None);
-    let lazy = candid::encode_args((Vec::<crate::SqlStatement>::new(), None::<()>)).unwrap();
+    let lazy = candid::encode_args((Vec::<SqlStatement>::new(), None::<()>)).unwrap();
     assert_eq!(
-        super::decode::<(Vec<crate::SqlStatement>, Option<BatchKey>)>(&lazy, &names)
+        super::decode::<(Vec<SqlStatement>, Option<BatchKey>)>(&lazy, &names)
             .unwrap()
             .1,
         None
@@ -121,15 +122,14 @@ fn a_key_left_out_or_null_is_none_and_a_well_typed_key_is_itself() {
         created_at_time: candid::Nat,
         id: Vec<u8>,
     }
-    let mistyped_none =
-        candid::encode_args((Vec::<crate::SqlStatement>::new(), None::<NatKey>)).unwrap();
+    let mistyped_none = candid::encode_args((Vec::<SqlStatement>::new(), None::<NatKey>)).unwrap();
     assert!(matches!(
-        super::decode::<(Vec<crate::SqlStatement>, Option<BatchKey>)>(&mistyped_none, &names),
+        super::decode::<(Vec<SqlStatement>, Option<BatchKey>)>(&mistyped_none, &names),
         Err(ArgumentError::Mismatch { .. })
     ));
     let key = Some(BatchKey {
         created_at_time: 5,
-        id: (0..16).collect(),
+        id: std::array::from_fn(|i| i as u8),
     });
     let text = format!("(vec {{}}, opt record {{ created_at_time = 5 : nat64; id = {ID} }})");
     assert_eq!(decode(&text), key);
@@ -418,12 +418,11 @@ proptest! {
 fn what_candid_encodes_from_the_method_s_own_types_passes() {
     let key = BatchKey {
         created_at_time: 1,
-        id: vec![0; 16],
+        id: [0; 16],
     };
-    let wire = candid::encode_args((Vec::<crate::SqlStatement>::new(), Some(key.clone()))).unwrap();
+    let wire = candid::encode_args((Vec::<SqlStatement>::new(), Some(key))).unwrap();
     let (_, decoded) =
-        decode::<(Vec<crate::SqlStatement>, Option<BatchKey>)>(&wire, &["statements", "key"])
-            .unwrap();
+        decode::<(Vec<SqlStatement>, Option<BatchKey>)>(&wire, &["statements", "key"]).unwrap();
     assert_eq!(decoded, Some(key));
     let ops = vec![Probe::loose {
         count: Some(-3),
@@ -433,15 +432,15 @@ fn what_candid_encodes_from_the_method_s_own_types_passes() {
     }];
     let wire = candid::encode_args((ops.clone(),)).unwrap();
     assert_eq!(decode::<(Vec<Probe>,)>(&wire, &["ops"]).unwrap(), (ops,));
-    let init: Option<crate::InitArgs> = Some(crate::InitArgs {
+    let init: Option<InitArgs> = Some(InitArgs {
         flush_size: Some(5),
         ..Default::default()
     });
     let wire = candid::encode_one(&init).unwrap();
-    assert!(check::<(Option<crate::InitArgs>,)>(&wire, &["init"]).is_ok());
+    assert!(check::<(Option<InitArgs>,)>(&wire, &["init"]).is_ok());
     let mistyped = bytes("(opt record { flush_size = opt (500 : nat) })");
     assert_eq!(
-        check::<(Option<crate::InitArgs>,)>(&mistyped, &["init"]),
+        check::<(Option<InitArgs>,)>(&mistyped, &["init"]),
         Err(ArgumentError::Mismatch {
             argument: "init".into(),
             path: vec!["field flush_size".into()],
@@ -450,4 +449,56 @@ fn what_candid_encodes_from_the_method_s_own_types_passes() {
         })
     );
     assert!(decode::<()>(&[], &[]).is_ok());
+}
+
+/// A key whose id has another length than 16 is refused when the arguments are decoded,
+/// naming the id's length, inside an `opt` too (never read as `null`, which would run a keyed
+/// batch unkeyed), and the refusal's text stays short however large the argument (Candid's own
+/// text holds the whole argument in hexadecimal).
+#[test]
+fn a_key_id_of_another_length_is_refused_naming_it_in_a_short_text() {
+    #[derive(candid::CandidType)]
+    struct AnyKey {
+        created_at_time: u64,
+        id: Vec<u8>,
+    }
+    let statements = vec![
+        SqlStatement {
+            sql: "x".repeat(100_000),
+            params: vec![],
+        };
+        10
+    ];
+    for len in [0, 15, 17, 1_000] {
+        let key = AnyKey {
+            created_at_time: 1,
+            id: vec![7; len],
+        };
+        let wire = candid::encode_args((&statements, Some(&key))).unwrap();
+        assert!(wire.len() > 1_000_000);
+        let refused =
+            decode::<(Vec<SqlStatement>, Option<BatchKey>)>(&wire, &["statements", "key"])
+                .unwrap_err();
+        assert_eq!(
+            refused,
+            ArgumentError::Undecodable(format!(
+                "Deserialize error: the batch key's id has {len} bytes; it must have 16"
+            ))
+        );
+        let wire = candid::encode_args((&key, Vec::<Probe>::new())).unwrap();
+        assert!(matches!(
+            decode::<(BatchKey, Vec<Probe>)>(&wire, &["key", "ops"]),
+            Err(ArgumentError::Undecodable(text)) if text.ends_with("must have 16")
+        ));
+    }
+    // Text that is not UTF-8, in a large argument: a short refusal too.
+    let mut wire = candid::encode_args((&statements, None::<BatchKey>)).unwrap();
+    let at = wire.windows(3).position(|w| w == b"xxx").unwrap();
+    wire[at] = 0xff;
+    let refused =
+        decode::<(Vec<SqlStatement>, Option<BatchKey>)>(&wire, &["statements", "key"]).unwrap_err();
+    assert!(
+        matches!(&refused, ArgumentError::Undecodable(text) if text.len() <= MAX_UNDECODABLE_BYTES),
+        "{refused}"
+    );
 }

@@ -1,5 +1,5 @@
+use batch_types::BatchKey;
 use batch_types::declare::{Blob, InvalidParam, encode_request};
-use batch_types::packed::PackedKey;
 
 use super::*;
 
@@ -21,8 +21,8 @@ crate::writes! {
     }
 }
 
-const KEY: PackedKey = PackedKey {
-    created_at_time_ns: 5,
+const KEY: BatchKey = BatchKey {
+    created_at_time: 5,
     id: [1; 16],
 };
 
