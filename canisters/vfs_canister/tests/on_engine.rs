@@ -244,7 +244,7 @@ fn client_batch_runs_in_one_transaction_and_a_failing_op_alone_fails() {
     // text limit.
     let key = BatchKey {
         created_at_time: 1,
-        id: vec![7u8; 16],
+        id: [7u8; 16],
     };
     let r: BatchResult = c.update("execute_batch", (users(101..=110), Some(key)));
     assert!(
@@ -295,8 +295,8 @@ fn packed_batch_writes_its_rows_and_answers_packed_outcomes() {
     }
     assert_eq!(c.counts(), counts(10, 250));
     // A keyed packed request is refused whole.
-    let key = bench_api::packed::BatchKey {
-        created_at_time_ns: 1,
+    let key = BatchKey {
+        created_at_time: 1,
         id: [7; 16],
     };
     let keyed = serde_bytes::ByteBuf::from(bench_api::packed::encode_keyed_ops(&key, &ops));

@@ -114,7 +114,7 @@ fn measure(keyed: bool) -> (Measure, u64) {
         let start = Instant::now();
         if keyed {
             let key = BatchKey {
-                created_at_time_ns: 1_700_000_000_000_000_000 + n as u64,
+                created_at_time: 1_700_000_000_000_000_000 + n as u64,
                 id: [7; 16],
             };
             let digest = BatchDigest::of_bytes(&request);
@@ -126,7 +126,7 @@ fn measure(keyed: bool) -> (Measure, u64) {
                     &digest,
                     &ops,
                     &budget,
-                    key.created_at_time_ns,
+                    key.created_at_time,
                 )
                 .expect("keyed batch");
         } else {

@@ -15,9 +15,9 @@ use batch_core::rusqlite::Connection;
 use batch_core::{
     BatchDigest, Budget, CountingMeter, DedupConfig, Deduplicator, SqlValue, WriteOp,
 };
-use batch_types::SqlParam;
 use batch_types::declare::{BatchRefusal, Blob, PackedWritesResult, Writes};
 use batch_types::packed;
+use batch_types::{SqlParam, WriteError};
 use ic_batch_client::{
     Batcher, BatcherConfig, Declared, Outcome, SendError, Transport, tokio_driver,
 };
@@ -137,7 +137,7 @@ impl Transport for &SimulatedCanister {
             );
             match executed {
                 Ok(batch) => batch,
-                Err(e) => return refused(ic_rusqlite_batch::types::dedup_refusal(e).into()),
+                Err(e) => return refused(WriteError::from(e).into()),
             }
         };
         if !batch.duplicate {
@@ -150,12 +150,7 @@ impl Transport for &SimulatedCanister {
         {
             return Err(SendError::Unknown("the reply was lost".into()));
         }
-        let outcomes: Vec<Outcome> = batch
-            .outcomes
-            .into_iter()
-            .map(ic_rusqlite_batch::types::outcome)
-            .collect();
-        let reply = Blob::from(packed::encode_reply(batch.duplicate, &outcomes));
+        let reply = Blob::from(packed::encode_reply(batch.duplicate, &batch.outcomes));
         Ok(candid::encode_one(PackedWritesResult::Ok(reply)).expect("a reply"))
     }
 }

@@ -474,7 +474,7 @@ impl<C: BatchCodec> Batcher<C> {
         id[..8].copy_from_slice(&config.key_prefix);
         id[8..].copy_from_slice(&counter.to_be_bytes());
         let key = BatchKey {
-            created_at_time_ns: now_ns,
+            created_at_time: now_ns,
             id,
         };
         let mut ops = Vec::with_capacity(slots.len());
@@ -591,7 +591,7 @@ impl<C: BatchCodec> Batcher<C> {
     fn retry(&self, mut batch: InFlight<C>, error: String, now_ns: u64) -> Next<C> {
         batch.last_error = Some(error.clone());
         let config = &self.shared.config;
-        if now_ns.saturating_sub(batch.key.created_at_time_ns) >= config.retry_for_ns {
+        if now_ns.saturating_sub(batch.key.created_at_time) >= config.retry_for_ns {
             let error = if batch.possibly_executed {
                 BatchError::Unknown {
                     attempts: batch.attempts,

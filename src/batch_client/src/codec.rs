@@ -13,9 +13,9 @@ use crate::transport::RejectCode;
 /// A batch's key: when the client created the batch and 16 bytes that tell the client's
 /// batches apart (the batcher's: its key prefix, 8 bytes, and a counter, 8 bytes big-endian).
 /// The canister records it with the batch's outcomes; the same key is sent on every retry of
-/// the batch. The library's one key type (`ic-rusqlite-batch-types`' `packed::PackedKey`),
-/// which the canister's core records as it is.
-pub use batch_types::packed::PackedKey as BatchKey;
+/// the batch. The library's one key type (`ic-rusqlite-batch-types`' `BatchKey`), which the
+/// canister's core records as it is.
+pub use batch_types::BatchKey;
 
 /// What the canister answered to a batch.
 #[derive(Clone, Debug, PartialEq)]
@@ -219,17 +219,11 @@ impl RefusalKind {
     }
 }
 
-/// The error text of an op the canister's budget did not reach (`batch_core`'s wording).
-const NOT_EXECUTED_PREFIX: &str = "not executed: ";
-/// `SQLITE_INTERRUPT`, the code of ops interrupted or not reached.
-const SQLITE_INTERRUPT: i32 = 9;
-
-/// Whether `outcome` says the op did not run at all: code 9 (`SQLITE_INTERRUPT`) with
-/// batch_core's message `not executed: ...` (the batch's instruction budget ended before it).
-/// An op interrupted while running (`interrupted: ...`) did start, and is not one.
+/// Whether `outcome` says the op did not run at all (`Outcome::NotExecuted`: the batch's
+/// instruction budget ended before it), so that it may be sent again: the retry table of
+/// `batch_types::retry`. An op interrupted while running did start, and is not one.
 pub fn is_not_executed(outcome: &Outcome) -> bool {
-    matches!(outcome, Outcome::Failed(error)
-        if error.code == SQLITE_INTERRUPT && error.message.starts_with(NOT_EXECUTED_PREFIX))
+    batch_types::retry::of_outcome(outcome) == batch_types::retry::Retry::NewBatch
 }
 
 #[cfg(test)]

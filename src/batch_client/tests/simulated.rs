@@ -164,19 +164,12 @@ impl Canister {
                     if !batch.duplicate {
                         st.executions += 1;
                     }
-                    let outcomes: Vec<Outcome> = batch
-                        .outcomes
-                        .into_iter()
-                        .map(ic_rusqlite_batch::types::outcome)
-                        .collect();
-                    let blob = Blob::from(packed::encode_reply(batch.duplicate, &outcomes));
+                    let blob = Blob::from(packed::encode_reply(batch.duplicate, &batch.outcomes));
                     Ok(encode_result(PackedWritesResult::Ok(blob)))
                 }
                 // As the canister answers: TooOld, CreatedInFuture, DigestMismatch, StoreFull,
                 // Database, each `Refused`.
-                Err(error) => refused(BatchRefusal::from(ic_rusqlite_batch::types::dedup_refusal(
-                    error,
-                ))),
+                Err(error) => refused(BatchRefusal::from(WriteError::from(error))),
             }
         })
     }

@@ -95,15 +95,15 @@ pub struct OpError {
     /// for a wrong parameter count.
     pub code: i32,
     /// SQLite's error message (or rusqlite's, for errors it detects), at most 1 KiB (less in a
-    /// large batch: [`reply::max_error_bytes`]); for a unit, prefixed with the index of the
+    /// large batch: `reply::max_error_bytes`); for a unit, prefixed with the index of the
     /// failing statement (`statement 2: ...`).
     pub message: String,
 }
 
 /// The result of one write: what the canister answers for each op (in Candid, and in every
-/// packed reply as [`packed`]'s outcome records), what `batch_core` makes and records, and what
-/// a client reads. A client may send an op again only if it is [`Outcome::NotExecuted`] (see
-/// [`retry`]).
+/// packed reply as the `packed` module's outcome records), what `batch_core` makes and records,
+/// and what a client reads. A client may send an op again only if it is `NotExecuted` (the
+/// `retry` module's table).
 #[derive(CandidType, Serialize, Deserialize, Clone, Debug, PartialEq)]
 pub enum Outcome {
     /// The write committed.

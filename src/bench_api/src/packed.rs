@@ -31,6 +31,8 @@
 //! | 0 | one `Committed` | `rows_changed: uint`, `last_insert_rowid: sint` |
 //! | 1 | one `Failed` | `code: sint`, `message: text` |
 //! | 2 | `count` `Committed`, all with `rows_changed`, the k-th (from 0) with `last_insert_rowid` = `first + k · step` | `count: uint`, `rows_changed: uint`, `first: sint`, `step: sint` |
+//! | 3 | `count` identical `Failed` | `count: uint`, `code: sint`, `message: text` |
+//! | 4 | `count` `NotExecuted` (ops the batch's budget did not reach) | `count: uint` |
 //!
 //! The outcome records are those of the library's generic packed format (one codec for both:
 //! `ic-rusqlite-batch-types`' `packed::put_outcomes` and `packed::read_outcomes_from`), and so
@@ -59,7 +61,8 @@
 //! bytes after the last op, a rowid out of the 64-bit range, more outcomes than expected, an
 //! unknown flag) is refused whole; a request is refused before any op runs.
 
-pub use batch_types::packed::{PackedError, PackedKey as BatchKey};
+use batch_types::BatchKey;
+pub use batch_types::packed::PackedError;
 use batch_types::packed::{
     VarintError, put_outcomes, put_sint, put_text, read_outcomes_from, read_uint, uint_len,
 };
@@ -106,7 +109,7 @@ pub fn encode_ops(ops: &[UserOrderOp]) -> Vec<u8> {
 pub fn encode_keyed_ops(key: &BatchKey, ops: &[UserOrderOp]) -> Vec<u8> {
     let mut out = Vec::with_capacity(KEYED_HEADER_BYTES + ops.len() * 10);
     out.push(KEYED_VERSION);
-    out.extend_from_slice(&key.created_at_time_ns.to_le_bytes());
+    out.extend_from_slice(&key.created_at_time.to_le_bytes());
     out.extend_from_slice(&key.id);
     put_ops(&mut out, ops);
     out
@@ -128,11 +131,11 @@ pub fn op_len(op: &UserOrderOp) -> usize {
 /// the ops.
 pub fn keyed_ops_body(bytes: &[u8]) -> Result<(BatchKey, &[u8]), PackedError> {
     let mut r = Reader::with_version(bytes, KEYED_VERSION)?;
-    let created_at_time_ns = u64::from_le_bytes(r.array::<8>("created_at_time")?);
+    let created_at_time = u64::from_le_bytes(r.array::<8>("created_at_time")?);
     let id = r.array::<16>("the key's id")?;
     Ok((
         BatchKey {
-            created_at_time_ns,
+            created_at_time,
             id,
         },
         &bytes[KEYED_HEADER_BYTES..],

@@ -5,10 +5,10 @@
 //! (the TypeScript client) checks the same file.
 
 use bench_api::packed::{
-    BatchKey, decode_keyed_ops, decode_keyed_outcomes, decode_ops, decode_outcomes,
-    encode_keyed_ops, encode_keyed_outcomes, encode_ops, encode_outcomes,
+    decode_keyed_ops, decode_keyed_outcomes, decode_ops, decode_outcomes, encode_keyed_ops,
+    encode_keyed_outcomes, encode_ops, encode_outcomes,
 };
-use bench_api::{OpError, Outcome, UserOrderOp};
+use bench_api::{BatchKey, OpError, Outcome, UserOrderOp};
 use serde_json::{Value, json};
 
 const PATH: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/testdata/packed_vectors.json");
@@ -87,11 +87,12 @@ fn outcome_json(outcome: &Outcome) -> Value {
         Outcome::Failed(OpError { code, message }) => {
             json!({"Failed": {"code": code, "message": message}})
         }
+        Outcome::NotExecuted => json!({"NotExecuted": null}),
     }
 }
 
 fn key_json(key: &BatchKey) -> Value {
-    json!({"created_at_time_ns": key.created_at_time_ns.to_string(), "id": hex(&key.id)})
+    json!({"created_at_time_ns": key.created_at_time.to_string(), "id": hex(&key.id)})
 }
 
 /// Ops vectors: (name, key, ops).
@@ -152,7 +153,7 @@ fn op_cases() -> Vec<(&'static str, Option<BatchKey>, Vec<UserOrderOp>)> {
         (
             "keyed, no ops",
             Some(BatchKey {
-                created_at_time_ns: 0,
+                created_at_time: 0,
                 id: [0; 16],
             }),
             vec![],
@@ -160,7 +161,7 @@ fn op_cases() -> Vec<(&'static str, Option<BatchKey>, Vec<UserOrderOp>)> {
         (
             "keyed, mixed ops",
             Some(BatchKey {
-                created_at_time_ns: 1_700_000_000_123_456_789,
+                created_at_time: 1_700_000_000_123_456_789,
                 id,
             }),
             vec![
@@ -173,7 +174,7 @@ fn op_cases() -> Vec<(&'static str, Option<BatchKey>, Vec<UserOrderOp>)> {
         (
             "keyed, the largest time",
             Some(BatchKey {
-                created_at_time_ns: u64::MAX,
+                created_at_time: u64::MAX,
                 id: [0xff; 16],
             }),
             vec![order(-1, 0x7ff8_0000_0000_0001)],
@@ -224,7 +225,7 @@ fn outcome_cases() -> Vec<(&'static str, Option<bool>, Vec<Outcome>)> {
                 failed(i32::MAX, "é漢🦀"),
                 failed(
                     9,
-                    "not executed: the batch's instruction budget (10000000000 instructions) was used up before this op started",
+                    "interrupted: the batch reached its limit of 20000000000 instructions while this op ran; the op was rolled back (run it alone or in a smaller batch)",
                 ),
                 failed(-1, &"m".repeat(300)),
             ],
@@ -243,6 +244,19 @@ fn outcome_cases() -> Vec<(&'static str, Option<bool>, Vec<Outcome>)> {
                 committed(1, 7),
             ],
         ),
+        (
+            "a failure repeated (one record) and the ops a budget did not reach (one record)",
+            None,
+            vec![
+                committed(1, 1),
+                failed(1811, "trigger: not today"),
+                failed(1811, "trigger: not today"),
+                failed(1811, "trigger: not today"),
+                Outcome::NotExecuted,
+                Outcome::NotExecuted,
+                Outcome::NotExecuted,
+            ],
+        ),
         ("keyed, first answer, no outcomes", Some(false), vec![]),
         ("keyed, duplicate, a run", Some(true), inserts),
         (
@@ -252,6 +266,11 @@ fn outcome_cases() -> Vec<(&'static str, Option<bool>, Vec<Outcome>)> {
                 committed(1, 7),
                 failed(2067, "UNIQUE constraint failed: users.email"),
             ],
+        ),
+        (
+            "keyed, duplicate, one op not executed",
+            Some(true),
+            vec![committed(1, 7), Outcome::NotExecuted],
         ),
     ]
 }

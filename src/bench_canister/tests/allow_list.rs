@@ -107,11 +107,7 @@ fn orders(user_id: i64, first_amount: f64, n: usize) -> Vec<UserOrderOp> {
 }
 
 fn keyed(c: &mut Client, ops: &[UserOrderOp], key: &BatchKey) -> BatchResult {
-    c.update_as(
-        CONTROLLER,
-        "execute_batch",
-        (ops.to_vec(), Some(key.clone())),
-    )
+    c.update_as(CONTROLLER, "execute_batch", (ops.to_vec(), Some(key)))
 }
 
 /// A controller's `CREATE TABLE temp.orders` with the columns of `orders` shadowed it: every
@@ -203,7 +199,7 @@ fn no_temp_object_shadows_orders_and_every_acknowledged_order_survives_an_upgrad
     }
     let key = BatchKey {
         created_at_time: c.canister.time(),
-        id: vec![5; 16],
+        id: [5; 16],
     };
     let ops = orders(1, 20.0, 10);
     let outcomes: Vec<Outcome> = (21..=30).map(committed).collect();
@@ -241,7 +237,7 @@ fn the_library_tables_are_out_of_reach_and_a_resent_batch_never_runs_twice() {
     let now = c.canister.time();
     let first_key = BatchKey {
         created_at_time: now,
-        id: vec![1; 16],
+        id: [1; 16],
     };
     let first_ops = orders(1, 0.5, 5);
     let first: Vec<Outcome> = (1..=5).map(committed).collect();
@@ -340,7 +336,7 @@ fn the_library_tables_are_out_of_reach_and_a_resent_batch_never_runs_twice() {
     // The counters are intact: a new key runs and is recorded.
     let second_key = BatchKey {
         created_at_time: now,
-        id: vec![2; 16],
+        id: [2; 16],
     };
     let second_ops = orders(1, 50.0, 5);
     let second: Vec<Outcome> = (12..=16).map(committed).collect();

@@ -66,7 +66,7 @@ fn notes_model_run() {
 fn notes_floor_is_sixteen_times_the_dearest_op() {
     let mut c = generic::install(
         &NOTES,
-        ic_rusqlite_batch::InitArgs {
+        batch_types::InitArgs {
             flush_size: Some(1_000),
             ..Default::default()
         },
@@ -98,7 +98,7 @@ fn notes_floor_is_sixteen_times_the_dearest_op() {
 /// The example's committed `.did` is its code's interface (both directions).
 #[test]
 fn notes_did_matches_the_code() {
-    let mut c = generic::install(&NOTES, ic_rusqlite_batch::InitArgs::default());
+    let mut c = generic::install(&NOTES, batch_types::InitArgs::default());
     generic::did_matches_the_code(
         &mut c.canister,
         "examples/notes_canister/notes_canister.did",

@@ -9,7 +9,7 @@ use batch_types::declare::{
     BatchRefusal, DeclarationView, InvalidParam, PackedWritesResult, Writes, WritesReply,
     WritesResult, encode_request,
 };
-use batch_types::packed::{self, PackedKey, PackedReply};
+use batch_types::packed::{self, PackedReply};
 use bench_api::writes::UserOrderWrite;
 use bench_api::*;
 use bench_suite::client::{Client, principal};
@@ -28,12 +28,12 @@ fn install() -> Client {
 fn key(c: &Client, n: u8) -> BatchKey {
     BatchKey {
         created_at_time: c.canister.time(),
-        id: vec![n; 16],
+        id: [n; 16],
     }
 }
 
 fn writes(c: &mut Client, caller: &[u8], key: &BatchKey, ops: &[UserOrderWrite]) -> WritesResult {
-    c.update_as(caller, "execute_writes", (key.clone(), ops.to_vec()))
+    c.update_as(caller, "execute_writes", (*key, ops.to_vec()))
 }
 
 fn packed(
@@ -94,7 +94,7 @@ fn a_declared_batch_runs_once_whichever_method_carries_its_retries() {
             amount: 9.0,
         },
     ];
-    let request = encode_request(&PackedKey::try_from(&k).unwrap(), &ops);
+    let request = encode_request(&k, &ops);
     let first = packed(&mut c, WRITER, request.clone(), ops.len()).unwrap();
     assert!(!first.duplicate);
     assert_eq!(
@@ -147,7 +147,7 @@ fn a_careless_or_hostile_batch_is_refused_whole_with_its_reason() {
     let ops = vec![user("bob"), order(1, 1.0)];
 
     // A client built against another declaration (a write changed since): both digests.
-    let mut request = encode_request(&PackedKey::try_from(&k).unwrap(), &ops);
+    let mut request = encode_request(&k, &ops);
     request[1] ^= 0xFF;
     let ours = UserOrderWrite::declaration().digest.to_vec();
     let mut theirs = ours.clone();
@@ -176,19 +176,14 @@ fn a_careless_or_hostile_batch_is_refused_whole_with_its_reason() {
         (op, write.as_str(), param.as_str()),
         (1, "create_user", "username")
     );
-    let refused = packed(
-        &mut c,
-        WRITER,
-        encode_request(&PackedKey::try_from(&k).unwrap(), &[long]),
-        1,
-    );
+    let refused = packed(&mut c, WRITER, encode_request(&k, &[long]), 1);
     assert!(
         matches!(&refused, Err(BatchRefusal::InvalidParam(p)) if p.op == 0 && p.param == "username"),
         "{refused:?}"
     );
 
     // Truncated bytes: Malformed, at the offset where the op stops.
-    let mut request = encode_request(&PackedKey::try_from(&k).unwrap(), &ops);
+    let mut request = encode_request(&k, &ops);
     request.pop();
     let refused = packed(&mut c, WRITER, request, ops.len());
     assert!(
@@ -198,7 +193,7 @@ fn a_careless_or_hostile_batch_is_refused_whole_with_its_reason() {
 
     // A stranger's ingress: rejected by inspection before the canister pays for it (calls
     // from other canisters: `strangers.rs`).
-    let stranger = c.raw_update(STRANGER, "execute_writes", (k.clone(), ops.clone()));
+    let stranger = c.raw_update(STRANGER, "execute_writes", (k, ops.clone()));
     assert!(
         matches!(&stranger.result, MessageResult::Reject(4, _)),
         "{:?}",
@@ -237,7 +232,7 @@ fn a_key_reused_across_the_two_protocols_is_refused_and_runs_nothing() {
                 username: "cy".into(),
                 email: "cy@example.org".into(),
             }],
-            Some(k.clone()),
+            Some(k),
         ),
     );
     assert_eq!(hand, BatchResult::Ok(vec![committed(1, 1)]));

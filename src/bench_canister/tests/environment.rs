@@ -170,7 +170,7 @@ fn the_queue_s_queries_answer_without_headroom_after_an_upgrade() {
     let mut c = Client::install(InitArgs::default());
     let key = BatchKey {
         created_at_time: 1_700_000_000_000_000_000,
-        id: vec![7; 16],
+        id: [7; 16],
     };
     let ops = vec![UserOrderOp::CreateUser {
         username: "k".into(),

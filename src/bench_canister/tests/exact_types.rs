@@ -10,7 +10,7 @@
 use batch_types::declare::{
     BatchRefusal, PackedWritesResult, WritesReply, WritesResult, encode_request,
 };
-use batch_types::packed::{self, PackedKey};
+use batch_types::packed;
 use batch_types::reply::{MAX_REPLY_BYTES, TRUNCATION_MARK, max_error_bytes};
 use bench_api::writes::UserOrderWrite;
 use bench_api::*;
@@ -227,7 +227,7 @@ fn a_batch_of_long_failure_messages_is_answered_within_a_reply_by_every_method()
             n += 1;
             BatchKey {
                 created_at_time: c.canister.time(),
-                id: vec![n; 16],
+                id: [n; 16],
             }
         };
         let (k1, k2, k3, k4) = (key(), key(), key(), key());
@@ -253,7 +253,7 @@ fn a_batch_of_long_failure_messages_is_answered_within_a_reply_by_every_method()
             (
                 "execute_batch_packed",
                 candid::encode_one(serde_bytes::ByteBuf::from(
-                    bench_api::packed::encode_keyed_ops(&PackedKey::try_from(&k2).unwrap(), &hand),
+                    bench_api::packed::encode_keyed_ops(&k2, &hand),
                 ))
                 .unwrap(),
                 true,
@@ -265,11 +265,8 @@ fn a_batch_of_long_failure_messages_is_answered_within_a_reply_by_every_method()
             ),
             (
                 "execute_writes_packed",
-                candid::encode_one(serde_bytes::ByteBuf::from(encode_request(
-                    &PackedKey::try_from(&k4).unwrap(),
-                    &declared,
-                )))
-                .unwrap(),
+                candid::encode_one(serde_bytes::ByteBuf::from(encode_request(&k4, &declared)))
+                    .unwrap(),
                 true,
             ),
         ];
@@ -387,13 +384,13 @@ fn a_packed_batch_has_one_encoding_and_a_re_encoded_retry_is_a_duplicate() {
     c.create_user("di");
     let key = BatchKey {
         created_at_time: c.canister.time(),
-        id: vec![9; 16],
+        id: [9; 16],
     };
     let ops = [UserOrderWrite::create_order {
         user_id: 1,
         amount: 2.5,
     }];
-    let canonical = encode_request(&PackedKey::try_from(&key).unwrap(), &ops);
+    let canonical = encode_request(&key, &ops);
     // The write index (1) right after the 33-byte header, padded to `81 00`.
     let header = packed::REQUEST_HEADER_BYTES;
     assert_eq!(canonical[header], 1);
@@ -436,7 +433,7 @@ fn a_packed_batch_has_one_encoding_and_a_re_encoded_retry_is_a_duplicate() {
     let in_candid: WritesResult = reply(&raw(
         &mut c,
         "execute_writes",
-        &candid::encode_args((key.clone(), ops.to_vec())).unwrap(),
+        &candid::encode_args((key, ops.to_vec())).unwrap(),
     ));
     assert_eq!(
         in_candid,
@@ -452,10 +449,10 @@ fn a_packed_batch_has_one_encoding_and_a_re_encoded_retry_is_a_duplicate() {
         amount: 2.5,
     }];
     let key2 = BatchKey {
-        id: vec![10; 16],
+        id: [10; 16],
         ..key
     };
-    let keyed = bench_api::packed::encode_keyed_ops(&PackedKey::try_from(&key2).unwrap(), &hand);
+    let keyed = bench_api::packed::encode_keyed_ops(&key2, &hand);
     let at = bench_api::packed::KEYED_HEADER_BYTES + 1;
     assert_eq!(keyed[at], 2, "user id 1, zigzag");
     let mut padded = keyed[..at].to_vec();
@@ -493,7 +490,7 @@ fn page_level_virtual_tables_are_out_of_reach_of_a_controller_s_sql() {
     // A keyed batch, so the library's tables hold a key.
     let key = BatchKey {
         created_at_time: c.canister.time(),
-        id: vec![4; 16],
+        id: [4; 16],
     };
     let _: BatchResult = c.update_as(
         WRITER,
@@ -588,8 +585,8 @@ fn an_install_setting_of_another_type_refuses_the_upgrade() {
 #[test]
 fn what_both_clients_send_passes_the_strict_decoder() {
     use ic_batch_client::BatchCodec;
-    let key = PackedKey {
-        created_at_time_ns: 1_700_000_000_000_000_000,
+    let key = BatchKey {
+        created_at_time: 1_700_000_000_000_000_000,
         id: [7; 16],
     };
     let ops = vec![

@@ -44,12 +44,12 @@ const PRUNE_STEP_INSTRUCTIONS: u64 = 1_000_000_000;
 fn key(created_at_time: u64, n: u8) -> BatchKey {
     BatchKey {
         created_at_time,
-        id: [n; 16].to_vec(),
+        id: [n; 16],
     }
 }
 
 fn keyed(c: &mut Client, caller: &[u8], ops: &[UserOrderOp], key: &BatchKey) -> BatchResult {
-    c.update_as(caller, "execute_batch", (ops.to_vec(), Some(key.clone())))
+    c.update_as(caller, "execute_batch", (ops.to_vec(), Some(key)))
 }
 
 fn orders(user_id: i64, n: usize) -> Vec<UserOrderOp> {
@@ -320,10 +320,7 @@ fn packed_instructions(
 ) -> u64 {
     use bench_api::packed;
     let request = match key {
-        Some(key) => {
-            let key = packed::BatchKey::try_from(key).unwrap();
-            packed::encode_keyed_ops(&key, ops)
-        }
+        Some(key) => packed::encode_keyed_ops(key, ops),
         None => packed::encode_ops(ops),
     };
     let exec = c.raw_update(

@@ -3,7 +3,7 @@
 //! records no key, keys survive upgrades, the window rules refuse too old and future keys with
 //! their typed errors, and expired keys are pruned by the timer.
 
-use bench_api::packed::{self, BatchKey as PackedKey, KeyedReply};
+use bench_api::packed::{self, KeyedReply};
 use bench_api::*;
 use bench_suite::client::{CONTROLLER, Client, principal};
 use offline_engine::{InstructionLimits, MessageResult, Settings, SubnetKind};
@@ -16,7 +16,7 @@ const WRITER: &[u8] = &[0xAB, 0xCD, 0x01];
 fn key(created_at_time: u64, n: u8) -> BatchKey {
     BatchKey {
         created_at_time,
-        id: [n; 16].to_vec(),
+        id: [n; 16],
     }
 }
 
@@ -30,7 +30,7 @@ fn orders(user_id: i64, n: usize) -> Vec<UserOrderOp> {
 }
 
 fn keyed(c: &mut Client, caller: &[u8], ops: &[UserOrderOp], key: &BatchKey) -> BatchResult {
-    c.update_as(caller, "execute_batch", (ops.to_vec(), Some(key.clone())))
+    c.update_as(caller, "execute_batch", (ops.to_vec(), Some(key)))
 }
 
 /// `execute_batch_packed` with a keyed request: the decoded reply, or the reject's error.
@@ -40,8 +40,7 @@ fn packed_keyed(
     ops: &[UserOrderOp],
     key: &BatchKey,
 ) -> Result<KeyedReply, WriteError> {
-    let key = PackedKey::try_from(key).unwrap();
-    let arg = serde_bytes::ByteBuf::from(packed::encode_keyed_ops(&key, ops));
+    let arg = serde_bytes::ByteBuf::from(packed::encode_keyed_ops(key, ops));
     let exec = c.raw_update(caller, "execute_batch_packed", (arg,));
     match &exec.result {
         MessageResult::Reply(bytes) => match candid::decode_one::<PackedResult>(bytes).unwrap() {
@@ -208,7 +207,7 @@ fn the_same_key_from_another_caller_is_another_batch() {
     let stranger = c.raw_update(
         bench_suite::client::STRANGER,
         "execute_batch",
-        (ops.clone(), Some(k.clone())),
+        (ops.clone(), Some(k)),
     );
     assert_eq!(stranger.entry, "canister_inspect_message");
     assert!(
@@ -244,11 +243,7 @@ fn a_keyed_batch_that_traps_leaves_no_key() {
     );
     assert_eq!(c.create_user("a"), 1);
     let k = key(c.canister.time(), 9);
-    let exec = c.raw_update(
-        CONTROLLER,
-        "execute_batch",
-        (orders(1, 2_000), Some(k.clone())),
-    );
+    let exec = c.raw_update(CONTROLLER, "execute_batch", (orders(1, 2_000), Some(k)));
     assert!(exec.result.is_trap(), "{:?}", exec.result);
     assert_eq!(c.counts().orders, 0);
     assert_eq!(c.stats().keys_held, 0);
@@ -351,15 +346,25 @@ fn too_old_and_future_keys_are_refused_with_their_errors() {
         keyed(&mut c, CONTROLLER, &ops, &key(newest, 6)),
         BatchResult::Ok(vec![committed(2)])
     );
-    // An id of another length is refused before anything runs.
-    let short = BatchKey {
+    // An id of another length is refused before anything runs, when the argument is decoded
+    // (the key's type holds 16 bytes), naming the id's length: never read as no key.
+    #[derive(candid::CandidType)]
+    struct AnyKey {
+        created_at_time: u64,
+        id: Vec<u8>,
+    }
+    let short = AnyKey {
         created_at_time: now,
         id: vec![1; 15],
     };
-    assert!(matches!(
-        keyed(&mut c, CONTROLLER, &ops, &short),
-        BatchResult::Err(WriteError::Invalid(m)) if m.contains("15 bytes")
-    ));
+    assert_eq!(
+        c.update_as::<BatchResult, _>(CONTROLLER, "execute_batch", (ops.clone(), Some(short))),
+        BatchResult::Err(WriteError::Invalid(
+            "the arguments are not Candid: Deserialize error: the batch key's id has 15 bytes; \
+             it must have 16"
+                .into()
+        ))
+    );
     let s = c.stats();
     assert_eq!(
         (
@@ -426,4 +431,106 @@ fn unkeyed_calls_without_the_key_argument_still_decode() {
     let r: BatchResult = c.update("execute_batch", (orders(1, 2),));
     assert_eq!(r, BatchResult::Ok(vec![committed(3), committed(4)]));
     assert_eq!(c.stats().keys_held, 0);
+}
+
+/// The ops a client batch's budget does not reach are `NotExecuted`, typed, in every batch
+/// reply of the canister (Candid `execute_batch`, the hand-written packed `execute_batch_packed`,
+/// the declared `execute_writes` and `execute_writes_packed`), one record for all of them in
+/// the packed replies, and the same in each retry's recorded answer; none of them ran (engine:
+/// offline (wasmtime, IC metering), at the smallest flush budget, 20 M instructions).
+#[test]
+fn ops_a_budget_does_not_reach_are_not_executed_in_every_reply_and_its_retry() {
+    use batch_types::declare::{PackedWritesResult, WritesReply, WritesResult, encode_request};
+    use bench_api::writes::UserOrderWrite;
+
+    const OPS: usize = 10_000;
+    let mut c = Client::install(InitArgs {
+        flush_instruction_budget: Some(MIN_FLUSH_BUDGET),
+        ..InitArgs::default()
+    });
+    assert_eq!(c.create_user("a"), 1);
+    let now = c.canister.time();
+    // Each reply's outcomes: a prefix committed, one rowid after the other, then the rest not
+    // executed; as many more orders in the table as committed outcomes.
+    let check = |c: &mut Client, outcomes: &[Outcome], before: u64| -> u64 {
+        let ran = outcomes.iter().filter(|o| o.is_committed()).count();
+        assert!(ran > 0 && ran < OPS / 2, "{ran} of {OPS} ran");
+        assert!(
+            outcomes[..ran]
+                .iter()
+                .zip(before as i64 + 1..)
+                .all(|(o, rowid)| *o == committed(rowid))
+        );
+        assert!(outcomes[ran..].iter().all(|o| *o == Outcome::NotExecuted));
+        let orders = before + ran as u64;
+        assert_eq!(c.counts().orders, orders);
+        orders
+    };
+
+    // Candid, then its retry.
+    let ops = orders(1, OPS);
+    let k = key(now, 1);
+    let BatchResult::Ok(outcomes) = keyed(&mut c, CONTROLLER, &ops, &k) else {
+        panic!("a batch that ran")
+    };
+    let orders = check(&mut c, &outcomes, 0);
+    assert_eq!(
+        keyed(&mut c, CONTROLLER, &ops, &k),
+        BatchResult::Duplicate(outcomes)
+    );
+    assert_eq!(c.counts().orders, orders);
+
+    // The hand-written packed batch: the ops not executed are one record (tag 4) ending the
+    // reply, and so in its retry's.
+    let k = key(now, 2);
+    let raw = |c: &mut Client| {
+        let arg = serde_bytes::ByteBuf::from(packed::encode_keyed_ops(&k, &ops));
+        let exec = c.raw_update(CONTROLLER, "execute_batch_packed", (arg,));
+        match candid::decode_one::<PackedResult>(exec.result.reply().expect("a reply")).unwrap() {
+            PackedResult::Ok(blob) => blob,
+            PackedResult::Err(e) => panic!("{e}"),
+        }
+    };
+    let blob = raw(&mut c);
+    let reply = packed::decode_keyed_outcomes(&blob, OPS).unwrap();
+    let orders = check(&mut c, &reply.outcomes, orders);
+    let not_run = reply
+        .outcomes
+        .iter()
+        .filter(|o| **o == Outcome::NotExecuted)
+        .count();
+    let mut tail = vec![4];
+    batch_types::packed::put_uint(&mut tail, not_run as u64);
+    assert!(blob.ends_with(&tail), "{blob:?}");
+    assert!(blob.len() < 32, "{} bytes", blob.len());
+    let again = raw(&mut c);
+    assert_eq!(again[1], packed::FLAG_DUPLICATE);
+    assert_eq!(again[2..], blob[2..]);
+
+    // The declared writes, in Candid and packed.
+    let declared: Vec<UserOrderWrite> = ops.iter().cloned().map(UserOrderWrite::from).collect();
+    let k = key(now, 3);
+    let candid = |c: &mut Client| -> WritesReply {
+        match c.update_as::<WritesResult, _>(CONTROLLER, "execute_writes", (k, declared.clone())) {
+            WritesResult::Ok(reply) => reply,
+            WritesResult::Err(e) => panic!("{e}"),
+        }
+    };
+    let first = candid(&mut c);
+    assert!(!first.duplicate);
+    let orders = check(&mut c, &first.outcomes, orders);
+    let again = candid(&mut c);
+    assert!(again.duplicate);
+    assert_eq!(again.outcomes, first.outcomes);
+    let k = key(now, 4);
+    let request = serde_bytes::ByteBuf::from(encode_request(&k, &declared));
+    let blob =
+        match c.update_as::<PackedWritesResult, _>(CONTROLLER, "execute_writes_packed", (request,))
+        {
+            PackedWritesResult::Ok(blob) => blob,
+            PackedWritesResult::Err(e) => panic!("{e}"),
+        };
+    let reply = batch_types::packed::decode_reply(&blob, OPS).unwrap();
+    check(&mut c, &reply.outcomes, orders);
+    assert!(blob.len() < 32, "{} bytes", blob.len());
 }

@@ -16,7 +16,7 @@
 
 use std::collections::VecDeque;
 
-use batch_core::{OpOutcome, SqlValue, Statement, WriteOp, execute_autocommit};
+use batch_core::{Outcome, SqlValue, Statement, WriteOp, execute_autocommit};
 use bench_api::schema::{
     DELETE_USER_ORDERS, INSERT_ORDER, INSERT_USER, SCHEMA, UPDATE_ORDER_AMOUNT,
 };
@@ -52,11 +52,11 @@ fn varying(tag: u64) -> String {
 }
 
 /// What a write fails with while the database is read-only.
-fn read_only_failure() -> OpOutcome {
-    OpOutcome::Failed {
+fn read_only_failure() -> Outcome {
+    Outcome::Failed(OpError {
         code: 8,
-        error: "attempt to write a readonly database".into(),
-    }
+        message: "attempt to write a readonly database".into(),
+    })
 }
 
 /// The run's random draws: SplitMix64 with the shapes the model needs.
@@ -90,7 +90,7 @@ struct Model {
     db: rusqlite::Connection,
     pending: VecDeque<Queued>,
     /// Expected final outcome per ticket, as known so far.
-    outcomes: Vec<(Ticket, OpOutcome)>,
+    outcomes: Vec<(Ticket, Outcome)>,
     users: i64,
     orders: i64,
     next_email: u64,
@@ -117,36 +117,17 @@ fn write_op(op: &UserOrderOp) -> WriteOp {
     WriteOp::Single(Statement::new(sql, params))
 }
 
-fn outcome_of(status: &TicketStatus) -> Option<OpOutcome> {
+fn outcome_of(status: &TicketStatus) -> Option<Outcome> {
     match status {
         TicketStatus::Committed {
             rows_changed,
             last_insert_rowid,
-        } => Some(OpOutcome::Committed {
+        } => Some(Outcome::Committed {
             rows_changed: *rows_changed,
             last_insert_rowid: *last_insert_rowid,
         }),
-        TicketStatus::Failed(e) => Some(OpOutcome::Failed {
-            code: e.code,
-            error: e.message.clone(),
-        }),
+        TicketStatus::Failed(e) => Some(Outcome::Failed(e.clone())),
         _ => None,
-    }
-}
-
-fn outcome_from_candid(o: &Outcome) -> OpOutcome {
-    match o {
-        Outcome::Committed {
-            rows_changed,
-            last_insert_rowid,
-        } => OpOutcome::Committed {
-            rows_changed: *rows_changed,
-            last_insert_rowid: *last_insert_rowid,
-        },
-        Outcome::Failed(e) => OpOutcome::Failed {
-            code: e.code,
-            error: e.message.clone(),
-        },
     }
 }
 
@@ -190,10 +171,10 @@ impl Model {
     }
 
     /// Applies `op` alone to the reference and notes its effect on the id ranges.
-    fn apply(&mut self, op: &WriteOp) -> OpOutcome {
+    fn apply(&mut self, op: &WriteOp) -> Outcome {
         let outcome = execute_autocommit(&self.db, op);
         if let (
-            OpOutcome::Committed {
+            Outcome::Committed {
                 last_insert_rowid, ..
             },
             WriteOp::Single(s),
@@ -220,10 +201,7 @@ fn sync(c: &mut Client, model: &mut Model) {
         let q = model.pending.pop_front().unwrap();
         let expected = match &q.op {
             Some(op) => model.apply(op),
-            None => OpOutcome::Failed {
-                code: 9,
-                error: "interrupted: the op was still running after 200000000 instructions, alone at the start of a flush (2 × flush_instruction_budget), and was rolled back".into(),
-            },
+            None => Outcome::Failed(OpError { code: 9, message: "interrupted: the op was still running after 200000000 instructions, alone at the start of a flush (2 × flush_instruction_budget), and was rolled back".into() }),
         };
         let actual = outcome_of(&c.ticket(q.ticket))
             .unwrap_or_else(|| panic!("ticket {} executed but has no outcome", q.ticket));
@@ -394,7 +372,7 @@ fn random_run_matches_the_reference_model() {
                         c.write_as(WRITER, "delete_user_orders", (*user_id,))
                     }
                 };
-                let actual = outcome_from_candid(&Result::from(result).expect("executed"));
+                let actual = Result::from(result).expect("executed");
                 assert_eq!(actual, model.apply(&write_op(&op)), "step {step}: {op:?}");
             }
             // A client batch.
@@ -417,7 +395,7 @@ fn random_run_matches_the_reference_model() {
                 assert_eq!(outcomes.len(), ops.len(), "step {step}");
                 for (op, actual) in ops.iter().zip(&outcomes) {
                     assert_eq!(
-                        outcome_from_candid(actual),
+                        actual.clone(),
                         model.apply(&write_op(op)),
                         "step {step}: {op:?}"
                     );
@@ -450,7 +428,7 @@ fn random_run_matches_the_reference_model() {
                         params: vec![],
                     };
                     let r: WriteResult = c.update("execute_sql", (vec![statement],));
-                    let actual = outcome_from_candid(&Result::from(r).expect("executed"));
+                    let actual = Result::from(r).expect("executed");
                     let expected = model.apply(&op);
                     assert_eq!(expected.code(), Some(23), "step {step}: {expected:?}");
                     assert_eq!(actual, expected, "step {step}: {pragma}");
@@ -485,7 +463,7 @@ fn random_run_matches_the_reference_model() {
                             c.write_as(WRITER, "delete_user_orders", (*user_id,))
                         }
                     };
-                    let actual = outcome_from_candid(&Result::from(result).expect("executed"));
+                    let actual = Result::from(result).expect("executed");
                     assert_eq!(actual, read_only_failure(), "step {step}: {op:?}");
                     let op = model.random_op(&mut rng);
                     if let UserOrderOp::CreateOrder { user_id, amount } = op {

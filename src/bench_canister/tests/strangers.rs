@@ -13,7 +13,7 @@
 
 use std::path::PathBuf;
 
-use bench_api::packed::{self, BatchKey as PackedKey};
+use bench_api::packed;
 use bench_api::*;
 use bench_suite::client::{CONTROLLER, Client, principal};
 use candid::{Encode, Principal, Reserved};
@@ -90,7 +90,7 @@ fn large_argument(method: &str) -> Vec<u8> {
                 .collect();
             let key = BatchKey {
                 created_at_time: 1,
-                id: vec![1; 16],
+                id: [1; 16],
             };
             Encode!(&key, &ops)
         }
@@ -371,7 +371,7 @@ fn in_open_mode_a_query_called_as_an_update_runs_for_anyone() {
 fn key_now(c: &Client, n: u8) -> BatchKey {
     BatchKey {
         created_at_time: c.canister.time(),
-        id: vec![n; 16],
+        id: [n; 16],
     }
 }
 
@@ -397,14 +397,10 @@ fn the_anonymous_principals_keyed_batches_are_refused() {
     let refused = WriteError::Invalid(ANONYMOUS_KEYED_REFUSED.to_owned());
 
     let k = key_now(&c, 1);
-    let r: BatchResult = c.update_as(
-        ANONYMOUS,
-        "execute_batch",
-        (users(3, "anon"), Some(k.clone())),
-    );
+    let r: BatchResult = c.update_as(ANONYMOUS, "execute_batch", (users(3, "anon"), Some(k)));
     assert_eq!(r, BatchResult::Err(refused.clone()));
-    let packed_key = PackedKey {
-        created_at_time_ns: k.created_at_time,
+    let packed_key = BatchKey {
+        created_at_time: k.created_at_time,
         id: [1; 16],
     };
     let arg = serde_bytes::ByteBuf::from(packed::encode_keyed_ops(&packed_key, &users(3, "anon")));
@@ -441,11 +437,7 @@ fn the_anonymous_principals_keyed_batches_are_refused() {
     // A signed caller has a key scope of its own: its keyed batch runs once.
     let signed: &[u8] = &[0x5A, 0x17];
     for _ in 0..2 {
-        let _: BatchResult = c.update_as(
-            signed,
-            "execute_batch",
-            (users(3, "signed"), Some(k.clone())),
-        );
+        let _: BatchResult = c.update_as(signed, "execute_batch", (users(3, "signed"), Some(k)));
     }
     assert_eq!(
         c.counts(),

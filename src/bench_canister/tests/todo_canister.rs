@@ -10,11 +10,11 @@ use batch_types::declare::{
     BatchRefusal, InvalidParam, PackedWritesResult, Writes, WritesReply, WritesResult,
     encode_request,
 };
-use batch_types::packed::{self, PackedKey};
+use batch_types::packed;
+use batch_types::{BatchKey, InitArgs, OpError, Outcome, WriteError};
 use bench_suite::client::SplitMix64 as Rng;
 use candid::{Decode, Encode};
 use generic::{CONTROLLER, Installed, STRANGER, WRITER_A, WRITER_B};
-use ic_rusqlite_batch::{BatchKey, InitArgs, OpError, Outcome, WriteError};
 use offline_engine::MessageResult;
 use todo_canister::TodoWrite;
 
@@ -29,7 +29,7 @@ fn install() -> Installed {
 fn key(c: &Installed, n: u8) -> BatchKey {
     BatchKey {
         created_at_time: c.canister.time(),
-        id: vec![n; 16],
+        id: [n; 16],
     }
 }
 
@@ -95,7 +95,7 @@ fn todos(c: &mut Installed) -> Vec<(i64, String, Option<i64>, bool)> {
     let MessageResult::Reply(bytes) = &exec.result else {
         panic!("todos: {exec:?}")
     };
-    Decode!(bytes, Result<Vec<Todo>, ic_rusqlite_batch::QueryError>)
+    Decode!(bytes, Result<Vec<Todo>, batch_types::QueryError>)
         .unwrap()
         .unwrap()
         .into_iter()
@@ -155,13 +155,7 @@ fn a_batch_runs_once_whichever_method_carries_its_retries() {
     );
     let again = candid_batch(&mut c, WRITER_A, &k, &ops).unwrap();
     assert_eq!((again.outcomes, again.duplicate), (expected.clone(), true));
-    let packed = packed_batch(
-        &mut c,
-        WRITER_A,
-        &encode_request(&PackedKey::try_from(&k).unwrap(), &ops),
-        ops.len(),
-    )
-    .unwrap();
+    let packed = packed_batch(&mut c, WRITER_A, &encode_request(&k, &ops), ops.len()).unwrap();
     assert_eq!((packed.outcomes, packed.duplicate), (expected, true));
     assert_eq!(
         todos(&mut c),
@@ -201,13 +195,7 @@ fn a_packed_batch_runs_with_one_outcome_per_op() {
     // NOT NULL title: a NULL cannot be sent (the type has none), but an UPDATE of a missing
     // row changes nothing and commits.
     ops.push(TodoWrite::complete { id: 5_000 });
-    let reply = packed_batch(
-        &mut c,
-        WRITER_A,
-        &encode_request(&PackedKey::try_from(&k).unwrap(), &ops),
-        ops.len(),
-    )
-    .unwrap();
+    let reply = packed_batch(&mut c, WRITER_A, &encode_request(&k, &ops), ops.len()).unwrap();
     assert!(!reply.duplicate);
     assert_eq!(reply.outcomes.len(), 1_001);
     assert_eq!(reply.outcomes[999], committed(1, 1_000));
@@ -227,7 +215,7 @@ fn refusals_are_typed_and_apply_nothing() {
         candid_batch(&mut c, STRANGER, &k, &ops),
         Err(BatchRefusal::NotAuthorized)
     );
-    let request = encode_request(&PackedKey::try_from(&k).unwrap(), &ops);
+    let request = encode_request(&k, &ops);
     assert_eq!(
         packed_batch(&mut c, STRANGER, &request, 1),
         Err(BatchRefusal::NotAuthorized)
@@ -265,14 +253,14 @@ fn refusals_are_typed_and_apply_nothing() {
         .unwrap_err(),
         invalid
     );
-    let request = encode_request(&PackedKey::try_from(&key(&c, 5)).unwrap(), &long);
+    let request = encode_request(&key(&c, 5), &long);
     assert_eq!(
         packed_batch(&mut c, WRITER_A, &request, 2).unwrap_err(),
         invalid
     );
 
     // Packed for another declaration (the canister was upgraded and a write changed).
-    let mut request = encode_request(&PackedKey::try_from(&key(&c, 6)).unwrap(), &ops);
+    let mut request = encode_request(&key(&c, 6), &ops);
     request[1..9].copy_from_slice(&[0xAB; 8]);
     assert_eq!(
         packed_batch(&mut c, WRITER_A, &request, 1),
@@ -283,10 +271,7 @@ fn refusals_are_typed_and_apply_nothing() {
     );
 
     // Cut short.
-    let request = encode_request(
-        &PackedKey::try_from(&key(&c, 7)).unwrap(),
-        &[add("long enough")],
-    );
+    let request = encode_request(&key(&c, 7), &[add("long enough")]);
     let cut = &request[..request.len() - 2];
     assert!(matches!(
         packed_batch(&mut c, WRITER_A, cut, 1),
@@ -331,7 +316,7 @@ fn random_and_mutated_requests_are_refused_or_run_never_a_trap() {
     let mut c = install();
     let mut rng = Rng(0x7040);
     let valid = encode_request(
-        &PackedKey::try_from(&key(&c, 11)).unwrap(),
+        &key(&c, 11),
         &[
             add("x"),
             TodoWrite::add {
@@ -432,7 +417,7 @@ fn single_writes_run_now_or_queued_and_keep_controllers_only_writes_for_controll
     c.flush();
     assert_eq!(
         c.status(WRITER_A, ticket),
-        ic_rusqlite_batch::TicketStatus::Committed {
+        batch_types::TicketStatus::Committed {
             rows_changed: 1,
             last_insert_rowid: 2
         }

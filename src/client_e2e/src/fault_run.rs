@@ -264,6 +264,8 @@ pub async fn run(config: FaultRunConfig) -> Result<FaultRunReport, E2eError> {
                 }
             }
             Some(Ok(Outcome::Failed(_))) => failed += 1,
+            // An op the canister did not reach, delivered rather than resent: not applied.
+            Some(Ok(Outcome::NotExecuted)) => errors += 1,
             Some(Err(BatchError::Unknown { .. } | BatchError::BadReply(_))) => errors += 1,
             Some(Err(_)) => {
                 errors += 1;

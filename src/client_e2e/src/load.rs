@@ -639,6 +639,7 @@ pub async fn run_path(
                             (Path::OneCallPerOp, Ok(reply)) => match replies::outcome(&reply) {
                                 Ok(Outcome::Committed { .. }) => Ok(()),
                                 Ok(Outcome::Failed(e)) => Err(format!("failed: {}", e.message)),
+                                Ok(Outcome::NotExecuted) => Err("not executed".into()),
                                 Err(e) => Err(e.to_string()),
                             },
                             (_, Ok(reply)) => match replies::ticket(&reply) {
@@ -659,6 +660,7 @@ pub async fn run_path(
                             Ok(outcome) => match outcome.await {
                                 Ok(Outcome::Committed { .. }) => Ok(()),
                                 Ok(Outcome::Failed(e)) => Err(format!("failed: {}", e.message)),
+                                Ok(Outcome::NotExecuted) => Err("not executed".into()),
                                 Err(e) => Err(e.to_string()),
                             },
                             Err(e) => Err(format!("not queued: {e}")),

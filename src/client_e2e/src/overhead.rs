@@ -9,9 +9,10 @@
 
 use std::fmt::Write as _;
 
+use bench_api::BatchKey;
 use bench_api::UserOrderOp;
 use bench_api::client::PackedUserOrders;
-use bench_api::packed::{self, BatchKey};
+use bench_api::packed;
 use candid::Principal;
 use ic_agent::Agent;
 use ic_batch_client::agent::AgentTransport;
@@ -127,7 +128,7 @@ pub async fn measure(ops: usize) -> Result<Overhead, E2eError> {
         let agent = agent.clone();
         async move {
             let key = BatchKey {
-                created_at_time_ns: tokio_driver::system_clock(),
+                created_at_time: tokio_driver::system_clock(),
                 id: *b"overhead-keyed-1",
             };
             call_packed(&agent, c, packed::encode_keyed_ops(&key, &users("b", ops))).await

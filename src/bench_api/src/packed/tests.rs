@@ -303,8 +303,8 @@ fn a_hostile_run_is_refused_before_it_is_expanded() {
 }
 
 fn key() -> impl Strategy<Value = BatchKey> {
-    (any::<u64>(), any::<[u8; 16]>()).prop_map(|(created_at_time_ns, id)| BatchKey {
-        created_at_time_ns,
+    (any::<u64>(), any::<[u8; 16]>()).prop_map(|(created_at_time, id)| BatchKey {
+        created_at_time,
         id,
     })
 }
@@ -320,7 +320,7 @@ proptest! {
         let keyed = encode_keyed_ops(&key, &ops);
         let plain = encode_ops(&ops);
         prop_assert_eq!(keyed[0], KEYED_VERSION);
-        prop_assert_eq!(&keyed[1..9], &key.created_at_time_ns.to_le_bytes());
+        prop_assert_eq!(&keyed[1..9], &key.created_at_time.to_le_bytes());
         prop_assert_eq!(&keyed[9..25], &key.id);
         prop_assert_eq!(&keyed[KEYED_HEADER_BYTES..], &plain[1..]);
         prop_assert_eq!(

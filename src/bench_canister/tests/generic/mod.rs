@@ -9,9 +9,9 @@
 
 use std::path::PathBuf;
 
+use batch_types::{FlushSummary, InitArgs, Stats, TicketStatus, WriteAccess, WriteError};
 use bench_suite::client::SplitMix64 as Rng;
 use candid::{Decode, Encode};
-use ic_rusqlite_batch::{FlushSummary, InitArgs, Stats, TicketStatus, WriteAccess, WriteError};
 use offline_engine::{Canister, Engine, EngineConfig, Execution, MessageResult, Program, Settings};
 
 /// The controller the checks install with.

@@ -88,7 +88,7 @@ fn large_argument(method: &str) -> Result<Vec<u8>> {
 fn key(created_at_time: u64, n: u8) -> BatchKey {
     BatchKey {
         created_at_time,
-        id: vec![n; 16],
+        id: [n; 16],
     }
 }
 
@@ -193,7 +193,7 @@ fn library_tables(_: &Lab, c: &mut Client, l: &mut Ledger) -> Result<Notes> {
         .collect();
     let mut first = Vec::new();
     for (k, ops) in &batches {
-        let r: BatchResult = c.update_as(WRITER, "execute_batch", (ops.clone(), Some(k.clone())));
+        let r: BatchResult = c.update_as(WRITER, "execute_batch", (ops.clone(), Some(*k)));
         ensure!(matches!(r, BatchResult::Ok(_)), "a keyed batch: {r:?}");
         first.push(r.outcomes().map_err(|e| anyhow::anyhow!("{e:?}"))?);
     }
@@ -206,7 +206,7 @@ fn library_tables(_: &Lab, c: &mut Client, l: &mut Ledger) -> Result<Notes> {
     upgrade(c)?;
     // Every batch resent: answered with its first outcomes, nothing applied again.
     for ((k, ops), outcomes) in batches.iter().zip(&first) {
-        let r: BatchResult = c.update_as(WRITER, "execute_batch", (ops.clone(), Some(k.clone())));
+        let r: BatchResult = c.update_as(WRITER, "execute_batch", (ops.clone(), Some(*k)));
         ensure!(
             r == BatchResult::Duplicate(outcomes.clone()),
             "a resent batch: {r:?}"
@@ -364,9 +364,11 @@ fn writer_fills_the_key_store(_: &Lab, c: &mut Client, l: &mut Ledger) -> Result
     let now = c.canister.time();
     let mut recorded = 0u32;
     let share_full = loop {
+        let mut id = [0xEE; 16];
+        id[..4].copy_from_slice(&recorded.to_be_bytes());
         let k = BatchKey {
             created_at_time: now,
-            id: [&recorded.to_be_bytes()[..], &[0xEE; 12]].concat(),
+            id,
         };
         match c.update_as::<BatchResult, _>(heavy, "execute_batch", (failing.clone(), Some(k))) {
             BatchResult::Ok(_) => recorded += 1,

@@ -8,7 +8,7 @@
 
 use anyhow::{Result, ensure};
 use batch_types::declare::{BatchRefusal, PackedWritesResult, WritesResult, encode_request};
-use batch_types::packed::{PackedKey, REQUEST_HEADER_BYTES};
+use batch_types::packed::REQUEST_HEADER_BYTES;
 use batch_types::reply::{MAX_REPLY_BYTES, max_error_bytes};
 use bench_api::writes::UserOrderWrite;
 use bench_api::*;
@@ -89,7 +89,7 @@ const WRITER_SETUP: Setup = Setup {
 fn key(c: &Client, n: u8) -> BatchKey {
     BatchKey {
         created_at_time: c.canister.time(),
-        id: vec![n; 16],
+        id: [n; 16],
     }
 }
 
@@ -152,13 +152,9 @@ fn invalid_text(refusal: BatchRefusal) -> Option<String> {
     }
 }
 
-fn packed_key(key: &BatchKey) -> Result<PackedKey> {
-    PackedKey::try_from(key).map_err(|e| anyhow::anyhow!("{e:?}"))
-}
-
 /// A generic packed request of `ops` under `key`.
 fn request(key: &BatchKey, ops: &[UserOrderWrite]) -> Result<Vec<u8>> {
-    Ok(encode_request(&packed_key(key)?, ops))
+    Ok(encode_request(key, ops))
 }
 
 fn mistyped_key(_: &Lab, c: &mut Client, l: &mut Ledger) -> Result<Notes> {
@@ -168,7 +164,7 @@ fn mistyped_key(_: &Lab, c: &mut Client, l: &mut Ledger) -> Result<Notes> {
         let ops = orders(n);
         let nat_key = NatKey {
             created_at_time: Nat::from(k.created_at_time),
-            id: ByteBuf::from(k.id.clone()),
+            id: ByteBuf::from(k.id.to_vec()),
         };
         for _ in 0..2 {
             let exec = c.raw_update(WRITER, "execute_batch", (ops.clone(), Some(&nat_key)));
@@ -197,8 +193,7 @@ fn mistyped_key(_: &Lab, c: &mut Client, l: &mut Ledger) -> Result<Notes> {
     for n in 0..BATCHES {
         let k = key(c, n);
         let ops = orders(n);
-        let first: BatchResult =
-            c.update_as(WRITER, "execute_batch", (ops.clone(), Some(k.clone())));
+        let first: BatchResult = c.update_as(WRITER, "execute_batch", (ops.clone(), Some(k)));
         ensure!(matches!(first, BatchResult::Ok(_)), "{first:?}");
         let again: BatchResult = c.update_as(WRITER, "execute_batch", (ops, Some(k)));
         ensure!(
@@ -224,7 +219,7 @@ fn mistyped_parameter(_: &Lab, c: &mut Client, l: &mut Ledger) -> Result<Notes> 
                 other => unreachable!("{other:?}"),
             })
             .collect();
-        let exec = c.raw_update(WRITER, "execute_writes", (k.clone(), nat_ops));
+        let exec = c.raw_update(WRITER, "execute_writes", (k, nat_ops));
         ensure!(
             invalid_naming(
                 &exec,
@@ -304,10 +299,7 @@ fn oversized_reply(_: &Lab, c: &mut Client, l: &mut Ledger) -> Result<Notes> {
         ),
         (
             "execute_batch_packed",
-            Encode!(&blob(bench_api::packed::encode_keyed_ops(
-                &packed_key(&k2)?,
-                &hand
-            )))?,
+            Encode!(&blob(bench_api::packed::encode_keyed_ops(&k2, &hand)))?,
             true,
         ),
         ("execute_writes", Encode!(&k3, &writes)?, true),
@@ -367,7 +359,7 @@ fn padded_encoding(_: &Lab, c: &mut Client, l: &mut Ledger) -> Result<Notes> {
         // The hand-written format, its first op's tag (1, CreateOrder) is a byte: pad its user
         // id instead (1, zigzag 2, to `82 00`).
         let hand = orders(n + BATCHES);
-        let keyed = bench_api::packed::encode_keyed_ops(&packed_key(&key(c, n + BATCHES))?, &hand);
+        let keyed = bench_api::packed::encode_keyed_ops(&key(c, n + BATCHES), &hand);
         let at = bench_api::packed::KEYED_HEADER_BYTES + 1;
         let mut padded = keyed[..at].to_vec();
         padded.extend_from_slice(&[0x82, 0x00]);
