@@ -33,7 +33,7 @@ export interface BatcherConfig {
   maxBackoffMs: number;
   /** Retries stop this long after the key was created (24 h, the canister's default window). */
   retryForMs: number;
-  /** An attempt unanswered after this long is abandoned as unknown and retried (none). */
+  /** An attempt unanswered after this long is abandoned as unknown (its call aborted) and retried (none). */
   attemptTimeoutMs: number | undefined;
   /** Times an op the canister did not execute is sent again under a new key (8). */
   maxResubmits: number;
@@ -142,6 +142,8 @@ export class Batcher<Op, O, R> {
   private readonly queue: Slot<Op, O, R>[] = [];
   private queuedBytes = 0;
   private inFlight = 0;
+  /** Transport calls not yet settled, abandoned ones included. */
+  private calls = 0;
   private counter = 0n;
   private closed = false;
   private flushRequested = false;
@@ -230,7 +232,11 @@ export class Batcher<Op, O, R> {
     this.pump();
   }
 
-  /** Refuses further submits, sends what is queued, and resolves once every batch is answered. */
+  /**
+   * Refuses further submits, sends what is queued, and resolves once every batch is answered
+   * and every transport call has settled (an abandoned attempt is aborted, see
+   * {@link Transport}): nothing of the batcher is left running, no timer, no socket.
+   */
   close(): Promise<void> {
     this.closed = true;
     for (const wake of this.roomWaiters.splice(0)) wake();
@@ -259,11 +265,14 @@ export class Batcher<Op, O, R> {
     return front.submittedNs + BigInt(Math.round(this.config.maxDelayMs * 1e6));
   }
 
-  /** Sends every due batch and arms the timer for the next. */
+  /** Sends every due batch and arms the timer for the next (or clears it: nothing waits). */
   private pump(): void {
     for (;;) {
       const at = this.dueAtNs();
-      if (at === undefined) return;
+      if (at === undefined) {
+        this.disarm();
+        return;
+      }
       const now = this.scheduler.nowNs();
       if (at > now) {
         this.arm(at, now);
@@ -272,6 +281,12 @@ export class Batcher<Op, O, R> {
       const batch = this.takeBatch(now);
       void this.attempt(batch, 0);
     }
+  }
+
+  private disarm(): void {
+    if (this.timer === undefined) return;
+    this.scheduler.clearTimer(this.timer.handle);
+    this.timer = undefined;
   }
 
   private arm(atNs: bigint, nowNs: bigint): void {
@@ -317,7 +332,7 @@ export class Batcher<Op, O, R> {
     if (delayMs > 0) await new Promise<void>((resolve) => this.scheduler.setTimer(delayMs, resolve));
     let result: Attempt;
     try {
-      result = { ok: true, reply: await this.withTimeout(this.transport.call(batch.request)) };
+      result = { ok: true, reply: await this.send(batch.request) };
     } catch (error) {
       result = {
         ok: false,
@@ -328,13 +343,32 @@ export class Batcher<Op, O, R> {
     if (retryAfter !== undefined) void this.attempt(batch, retryAfter);
   }
 
-  private withTimeout(call: Promise<Uint8Array>): Promise<Uint8Array> {
+  /**
+   * One transport call, abandoned after `attemptTimeoutMs` (its signal aborted, so that the
+   * transport releases its connection and timers); counted in `calls` until it settles.
+   */
+  private send(request: Uint8Array): Promise<Uint8Array> {
+    const controller = new AbortController();
+    let call: Promise<Uint8Array>;
+    try {
+      call = this.transport.call(request, controller.signal);
+    } catch (error) {
+      call = Promise.reject(error);
+    }
+    this.calls += 1;
+    const settled = () => {
+      this.calls -= 1;
+      this.checkIdle();
+    };
+    void call.then(settled, settled);
     const timeout = this.config.attemptTimeoutMs;
     if (timeout === undefined) return call;
     return new Promise((resolve, reject) => {
-      const handle = this.scheduler.setTimer(timeout, () =>
-        reject(SendError.unknown(`no answer within ${timeout} ms`)),
-      );
+      const handle = this.scheduler.setTimer(timeout, () => {
+        const error = SendError.unknown(`no answer within ${timeout} ms`);
+        controller.abort(error);
+        reject(error);
+      });
       call.then(
         (reply) => {
           this.scheduler.clearTimer(handle);
@@ -446,7 +480,7 @@ export class Batcher<Op, O, R> {
   }
 
   private checkIdle(): void {
-    if (this.closed && this.queue.length === 0 && this.inFlight === 0) {
+    if (this.closed && this.queue.length === 0 && this.inFlight === 0 && this.calls === 0) {
       for (const resolve of this.idleWaiters.splice(0)) resolve();
     }
   }

@@ -39,7 +39,12 @@ export class SendError extends Error {
  * Sends one request (the Candid argument of the batch method) once and resolves to the reply
  * bytes, or rejects with a {@link SendError}. The batcher decides whether to retry; a retry
  * sends the same bytes, with the same batch key.
+ *
+ * `signal` aborts when the batcher abandons the attempt (no answer within `attemptTimeoutMs`;
+ * it sends the batch again): the call then releases what it holds (its connection, its
+ * polling timers) and settles soon. `Batcher.close()` resolves only once every call it made
+ * has settled, so that it leaves no timer or socket behind.
  */
 export interface Transport {
-  call(request: Uint8Array): Promise<Uint8Array>;
+  call(request: Uint8Array, signal: AbortSignal): Promise<Uint8Array>;
 }

@@ -115,6 +115,44 @@ test('each fault kind ends in one run of the batch and every outcome', async () 
   }
 });
 
+test('close() leaves nothing running: the delay timer is cleared, an abandoned attempt is aborted and waited for', async () => {
+  for (const fault of ['none', 'timeout', 'delayedReply', 'delayedDelivery'] as Fault[]) {
+    // A delay far longer than the run: its timer, armed by the first submit, must not outlive the batch.
+    const s = setup([fault], { maxDelayMs: 600_000 });
+    const ops = [order(1), order(2), order(3)].map((op) => settle(s.batcher.trySubmit(op)));
+    s.batcher.flush();
+    let closed = false;
+    void s.batcher.close().then(() => (closed = true));
+    await s.scheduler.run(() => closed);
+    const results = await Promise.all(ops);
+    results.forEach((r, i) => assert.equal(s.canister.orderIds.get(committedRow(r)!), i + 1, `${fault}: op ${i + 1}`));
+    assert.equal(s.network.aborted, fault === 'none' ? 0 : 1, `${fault}: the abandoned attempt's call is aborted`);
+    assert.equal(s.network.openCalls, 0, `${fault}: every call settled before close() resolved`);
+    assert.equal(s.scheduler.pending(), fault === 'delayedDelivery' ? 1 : 0, `${fault}: no timer of the batcher left`);
+    assert.ok(s.scheduler.nowMs < 10_000, `${fault}: closed at ${s.scheduler.nowMs} ms`);
+  }
+
+  // A transport that does not honour its signal: close() waits until its abandoned call settles.
+  const scheduler = new VirtualScheduler();
+  const canister = new SimCanister();
+  const network = new FaultyNetwork(canister, scheduler);
+  let first = true;
+  const deaf = {
+    call(request: Uint8Array): Promise<Uint8Array> {
+      if (!first) return network.call(request, new AbortController().signal);
+      first = false;
+      return new Promise((resolve) => scheduler.setTimer(30_000, () => resolve(new Uint8Array())));
+    },
+  };
+  const batcher = new Batcher(new PackedUserOrders(), deaf, config(), scheduler);
+  const outcome = settle(batcher.trySubmit(order(9)));
+  let closedAt: number | undefined;
+  void batcher.close().then(() => (closedAt = scheduler.nowMs));
+  await scheduler.run(() => closedAt !== undefined);
+  assert.notEqual(committedRow(await outcome), undefined);
+  assert.equal(closedAt, 30_000);
+});
+
 test('a stopped canister is retried until it runs again', async () => {
   const s = setup();
   s.canister.stopped = true;

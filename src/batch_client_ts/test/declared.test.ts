@@ -197,9 +197,9 @@ test('a final refusal rejects every op of the batch after one attempt; a retried
     answers++ < 2 ? { Refused: writeError.StoreFull } : ops.map(() => ({ Committed: { rows_changed: 1n, last_insert_rowid: 5n } })),
   );
   const recording: Transport = {
-    call: (request) => {
+    call: (request, signal) => {
       requests.push(Buffer.from(request).toString('hex'));
-      return busy.call(request);
+      return busy.call(request, signal);
     },
   };
   const b2 = new Batcher(codec, recording, fast);

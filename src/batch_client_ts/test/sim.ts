@@ -38,6 +38,11 @@ export class VirtualScheduler implements Scheduler {
     (handle as { cancelled: boolean }).cancelled = true;
   }
 
+  /** Timers set and neither run nor cleared. */
+  pending(): number {
+    return this.timers.filter((t) => !t.cancelled).length;
+  }
+
   /** Runs timers in time order until `done()` holds; throws if nothing is left to run. */
   async run(done: () => boolean, limitMs = 24 * 3_600_000): Promise<void> {
     for (;;) {
@@ -210,11 +215,45 @@ export class FaultyNetwork implements Transport {
     return new Promise((resolve) => this.scheduler.setTimer(ms, resolve));
   }
 
+  /** Resolves after `ms`, or rejects when `signal` aborts first (the client hung up). */
+  private wait(ms: number, signal: AbortSignal): Promise<void> {
+    return new Promise((resolve, reject) => {
+      const abort = () => {
+        this.scheduler.clearTimer(timer);
+        reject(signal.reason as Error);
+      };
+      const timer = this.scheduler.setTimer(ms, () => {
+        signal.removeEventListener('abort', abort);
+        resolve();
+      });
+      signal.addEventListener('abort', abort, { once: true });
+    });
+  }
+
+  /** Never answers; rejects when `signal` aborts. */
+  private hang(signal: AbortSignal): Promise<Uint8Array> {
+    return new Promise((_, reject) => signal.addEventListener('abort', () => reject(signal.reason as Error), { once: true }));
+  }
+
   private run(request: Uint8Array): Uint8Array {
     return this.canister.execute(this.caller, request, this.scheduler.nowNs());
   }
 
-  async call(request: Uint8Array): Promise<Uint8Array> {
+  /** Calls not settled yet, and calls whose signal the client aborted. */
+  openCalls = 0;
+  aborted = 0;
+
+  async call(request: Uint8Array, signal: AbortSignal): Promise<Uint8Array> {
+    this.openCalls += 1;
+    signal.addEventListener('abort', () => (this.aborted += 1), { once: true });
+    try {
+      return await this.answer(request, signal);
+    } finally {
+      this.openCalls -= 1;
+    }
+  }
+
+  private async answer(request: Uint8Array, signal: AbortSignal): Promise<Uint8Array> {
     switch (this.nextFault()) {
       case 'none':
         return this.run(request);
@@ -226,7 +265,7 @@ export class FaultyNetwork implements Transport {
         }
         throw SendError.unknown('connection closed before the reply');
       case 'timeout':
-        return new Promise<Uint8Array>(() => {});
+        return this.hang(signal);
       case 'transportError':
         throw SendError.unknown('connection refused');
       case 'delayedReply': {
@@ -236,7 +275,7 @@ export class FaultyNetwork implements Transport {
         } catch (error) {
           reply = error as SendError;
         }
-        await this.sleep(this.lateMs);
+        await this.wait(this.lateMs, signal);
         if (reply instanceof SendError) throw reply;
         return reply;
       }
@@ -248,7 +287,7 @@ export class FaultyNetwork implements Transport {
             // Nobody waits for this answer.
           }
         });
-        return new Promise<Uint8Array>(() => {});
+        return this.hang(signal);
       case 'sentTwice': {
         // The IC runs messages one at a time: one runs the batch, the other is answered from
         // its record with the same outcomes.
