@@ -5,7 +5,7 @@
  * bytes and key until it is answered or its retry window closes.
  */
 import type { BatchCodec } from './codec.js';
-import type { BatchKey } from './packed.js';
+import type { BatchKey } from './types.js';
 import { RejectCode, SendError, type Transport } from './transport.js';
 
 /** The IC's largest ingress message: 2 MiB. */

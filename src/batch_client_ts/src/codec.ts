@@ -1,20 +1,12 @@
 /**
- * What a batch looks like on the wire: the {@link BatchCodec} interface, and the reference
- * canister's keyed packed batch ({@link PackedUserOrders}) sent as a Candid `blob` and answered
- * with a `PackedResult` (`variant { Ok : blob; Err : WriteError }`).
+ * What a batch looks like on the wire: the {@link BatchCodec} interface, and what every keyed
+ * batch method of ic-rusqlite-batch shares: its typed refusal (`WriteError`) and what the
+ * batcher does with each, and the op it reports not executed.
  */
 import { IDL } from '@icp-sdk/core/candid';
 
-import { RejectCode } from './transport.js';
-import {
-  type BatchKey,
-  type Outcome,
-  type UserOrderOp,
-  KEYED_HEADER_BYTES,
-  decodeKeyedOutcomes,
-  encodeKeyedOps,
-  opLen,
-} from './packed.js';
+import type { RejectCode } from './transport.js';
+import type { BatchKey, Outcome } from './types.js';
 
 /** What the canister answered to a batch. */
 export type Reply<O, R> =
@@ -99,11 +91,8 @@ export const WRITE_ERROR = IDL.Variant({
 
 export const BLOB = IDL.Vec(IDL.Nat8);
 
-/** `execute_batch_packed`'s reply: `variant { Ok : blob; Err : WriteError }`. */
-export const PACKED_RESULT = IDL.Variant({ Ok: BLOB, Err: WRITE_ERROR });
-
-/** Why the reference canister refused a keyed batch: its typed error, its name, and its fields as text. */
-export interface PackedRefusal {
+/** A `WriteError` refusing a batch: the error, its name, and its fields as text. */
+export interface WriteRefusal {
   /**
    * `TooOld`, `CreatedInFuture`, `DigestMismatch`, `StoreFull` (the deduplication store),
    * `QueueFull`, `QueueBytesFull`, `Invalid`, `NotAuthorized` or `Database`.
@@ -137,7 +126,7 @@ function fieldsText(value: unknown): string {
 }
 
 /** The refusal `error` stands for. */
-export function refusalOf(error: WriteError): PackedRefusal {
+export function refusalOf(error: WriteError): WriteRefusal {
   const [[name, value]] = Object.entries(error) as [[string, unknown]];
   return { name, detail: fieldsText(value), error };
 }
@@ -156,43 +145,3 @@ export function isNotExecuted(outcome: Outcome): boolean {
 
 /** Candid framing of a blob argument: magic, type table, argument type, LEB128 length. */
 export const CANDID_BLOB_FRAMING = 4 + 1 + 2 + 1 + 1 + 3;
-/** The reference canister's keyed packed batch (request version 2, reply version 3). */
-export class PackedUserOrders implements BatchCodec<UserOrderOp, Outcome, PackedRefusal> {
-  readonly headerLen = CANDID_BLOB_FRAMING + KEYED_HEADER_BYTES;
-
-  opLen(op: UserOrderOp): number {
-    return opLen(op);
-  }
-
-  encode(key: BatchKey, ops: readonly UserOrderOp[]): Uint8Array {
-    return new Uint8Array(IDL.encode([BLOB], [encodeKeyedOps(key, ops)]));
-  }
-
-  decode(reply: Uint8Array, ops: number): Reply<Outcome, PackedRefusal> {
-    const [result] = IDL.decode([PACKED_RESULT], reply) as [{ Ok: Uint8Array | number[] } | { Err: WriteError }];
-    if ('Err' in result) return { kind: 'refused', refusal: refusalOf(result.Err) };
-    const blob = result.Ok;
-    const decoded = decodeKeyedOutcomes(blob instanceof Uint8Array ? blob : Uint8Array.from(blob), ops);
-    if (decoded.outcomes.length !== ops) {
-      throw new Error(`${decoded.outcomes.length} outcomes for a batch of ${ops} ops`);
-    }
-    return { kind: 'executed', outcomes: decoded.outcomes, duplicate: decoded.duplicate };
-  }
-
-  /** Never: the canister refuses with a typed `Err`, not with a reject. */
-  refusalOfReject(_code: RejectCode, _message: string): PackedRefusal | undefined {
-    return undefined;
-  }
-
-  refusalKind(refusal: PackedRefusal): RefusalKind {
-    return refusalKindOfWriteError(refusal.error);
-  }
-
-  notExecuted(outcome: Outcome): boolean {
-    return isNotExecuted(outcome);
-  }
-
-  describe(refusal: PackedRefusal): string {
-    return refusal.detail === '' ? refusal.name : `${refusal.name}: ${refusal.detail}`;
-  }
-}

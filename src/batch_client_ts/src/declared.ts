@@ -50,7 +50,7 @@ import {
   refusalKindOfWriteError,
   refusalOf,
 } from './codec.js';
-import type { BatchKey, Outcome } from './packed.js';
+import type { BatchKey, Outcome } from './types.js';
 import type { RejectCode } from './transport.js';
 import { I64_MAX, I64_MIN, Reader, Writer, putOutcomes, readOutcomes, utf8Encoder } from './wire.js';
 

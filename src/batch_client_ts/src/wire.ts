@@ -4,7 +4,7 @@
  * length-prefixed text and bytes, and the outcome records (one committed, one failed, a run of
  * committed outcomes). Internal to the package: its public names are re-exported where used.
  */
-import type { Outcome } from './packed.js';
+import type { Outcome } from './types.js';
 
 const COMMITTED = 0;
 const FAILED = 1;

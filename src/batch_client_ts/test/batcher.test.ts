@@ -5,11 +5,12 @@ import assert from 'node:assert/strict';
 import { test } from 'node:test';
 
 import { BatchError, Batcher, type BatcherConfig, QueueFullError } from '../src/batcher.js';
-import { PackedUserOrders, type PackedRefusal } from '../src/codec.js';
-import type { Outcome, UserOrderOp } from '../src/packed.js';
+import type { WriteRefusal } from '../src/codec.js';
+import { PackedUserOrders } from './reference/codec.js';
+import type { Outcome, UserOrderOp } from './reference/packed.js';
 import { FAULTS, type Fault, FaultyNetwork, Random, SECOND_NS, SimCanister, VirtualScheduler } from './sim.js';
 
-type Result = { ok: true; outcome: Outcome } | { ok: false; error: BatchError<PackedRefusal> };
+type Result = { ok: true; outcome: Outcome } | { ok: false; error: BatchError<WriteRefusal> };
 
 const order = (tag: number, user = 1n): UserOrderOp => ({ CreateOrder: { user_id: user, amount: tag } });
 
@@ -33,7 +34,7 @@ function settle(promise: Promise<Outcome>): Promise<Result> {
     (outcome) => ({ ok: true, outcome }),
     (error: unknown) => {
       assert.ok(error instanceof BatchError, String(error));
-      return { ok: false, error: error as BatchError<PackedRefusal> };
+      return { ok: false, error: error as BatchError<WriteRefusal> };
     },
   );
 }
@@ -42,7 +43,7 @@ interface Setup {
   scheduler: VirtualScheduler;
   canister: SimCanister;
   network: FaultyNetwork;
-  batcher: Batcher<UserOrderOp, Outcome, PackedRefusal>;
+  batcher: Batcher<UserOrderOp, Outcome, WriteRefusal>;
 }
 
 function setup(script: Fault[] = [], overrides: Partial<BatcherConfig> = {}): Setup {

@@ -16,12 +16,12 @@ import {
   BatchError,
   Batcher,
   type Outcome,
-  type PackedRefusal,
-  PackedUserOrders,
   type Scheduler,
-  type UserOrderOp,
+  type WriteRefusal,
   realScheduler,
 } from '../src/index.js';
+import { PackedUserOrders } from './reference/codec.js';
+import type { UserOrderOp } from './reference/packed.js';
 import { type Replica, canisterWasm, deploy, hook as replicaHook, newAgent, startReplica } from './replica.js';
 
 const wasm = canisterWasm('bench_canister');
@@ -56,7 +56,7 @@ async function setup(): Promise<Setup> {
   return { agent, canisterId, users };
 }
 
-type OrderBatcher = Batcher<UserOrderOp, Outcome, PackedRefusal>;
+type OrderBatcher = Batcher<UserOrderOp, Outcome, WriteRefusal>;
 
 function user(tag: string, i: number): UserOrderOp {
   return { CreateUser: { username: `${tag}${i}`, email: `${tag}${i}@e2e.example` } };

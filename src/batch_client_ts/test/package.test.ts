@@ -70,10 +70,14 @@ test('the tarball holds the compiled modules, their types, the README and packag
   assert.deepEqual(manifest.dependencies, JSON.parse(readFileSync(join(packageDir, 'package.json'), 'utf8')).dependencies);
 });
 
-test("a TypeScript user's code type-checks against the package's exported types", async () => {
+test("a TypeScript user's code type-checks against the package's exported types, which hold no workload of the reference canister", async () => {
   writeFileSync(
     join(app, 'check.ts'),
     `import { Batcher, DeclaredWrites, InvalidOpError, type DeclaredOp, type DeclaredRefusal, type Outcome } from 'ic-batch-client';
+// @ts-expect-error the reference canister's users/orders codec is not the package's
+import { PackedUserOrders } from 'ic-batch-client';
+// @ts-expect-error nor its ops
+import type { UserOrderOp } from 'ic-batch-client';
 type TodoOp = { write: 'add'; params: { title: string; due_ns: bigint | null } };
 declare const writes: DeclaredWrites<TodoOp>;
 declare const batcher: Batcher<TodoOp, Outcome, DeclaredRefusal>;
@@ -81,6 +85,7 @@ const op: TodoOp = { write: 'add', params: { title: 'milk', due_ns: null } };
 const generic: DeclaredOp = op;
 writes.check(op);
 export const outcome: Promise<Outcome> = batcher.submit(op);
+export const absent: unknown[] = [PackedUserOrders, null as unknown as UserOrderOp];
 export const isInvalid = (e: unknown): boolean => e instanceof InvalidOpError && e.param === generic.write;
 // @ts-expect-error an integer parameter is a bigint
 export const wrong: TodoOp = { write: 'add', params: { title: 'milk', due_ns: 5 } };
@@ -109,6 +114,7 @@ test('imported by name, the package packs the shared vectors and writes to the t
     `import { readFileSync } from 'node:fs';
 import { HttpAgent } from '@icp-sdk/core/agent';
 import { Ed25519KeyIdentity } from '@icp-sdk/core/identity';
+import * as pkg from 'ic-batch-client';
 import { AgentTransport, Batcher, DeclaredWrites } from 'ic-batch-client';
 
 const [vectorsFile, host, canisterId, identityJson] = process.argv.slice(2);
@@ -141,13 +147,15 @@ try {
 }
 await batcher.close();
 const outcomes = (await Promise.all(added)).map((o) => ('Committed' in o ? String(o.Committed.last_insert_rowid) : o.Failed.message));
-console.log(JSON.stringify({ packed, digest: writes.digestHex, outcomes, invalid }));
+const reference = ['PackedUserOrders', 'PACKED_RESULT', 'encodeKeyedOps', 'decodeKeyedOutcomes'].filter((name) => name in pkg);
+console.log(JSON.stringify({ packed, digest: writes.digestHex, outcomes, invalid, reference }));
 `,
   );
   const { stdout } = await run(process.execPath, ['main.mjs', fileURLToPath(vectorsPath), replica!.url, canisterId.toText(), JSON.stringify(identity.toJSON())], {
     cwd: app,
   });
-  const result = JSON.parse(stdout) as { packed: { expected: string; actual: string }; digest: string; outcomes: string[]; invalid: string };
+  const result = JSON.parse(stdout) as { packed: { expected: string; actual: string }; digest: string; outcomes: string[]; invalid: string; reference: string[] };
+  assert.deepEqual(result.reference, [], "the package exports none of the reference canister's codec");
   assert.equal(result.packed.expected, vectors.requests.at(-1)!.bytes);
   assert.equal(result.packed.actual, result.packed.expected, "the installed package packs the vectors' exact bytes");
   assert.equal(result.invalid, 'InvalidOpError: op add, parameter title: 201 bytes; at most 200');

@@ -1,6 +1,6 @@
-// The README's examples are this package's test/readme_declared_example.ts and
-// test/readme_example.ts, verbatim, type-checked by `tsc`, and run here against simulated
-// canisters (the declared one against the todo store on the replica too: declared_e2e.test.ts).
+// The README's example is this package's test/readme_declared_example.ts, verbatim,
+// type-checked by `tsc`, and run here against a simulated canister (and against the todo store
+// on the replica: declared_e2e.test.ts).
 import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
 import { test } from 'node:test';
@@ -8,7 +8,6 @@ import { test } from 'node:test';
 import { IDL } from '@icp-sdk/core/candid';
 
 import { Batcher } from '../src/batcher.js';
-import { PackedUserOrders } from '../src/codec.js';
 import {
   type BatchRefusal,
   type DeclarationView,
@@ -21,23 +20,15 @@ import {
   encodeDeclaredReply,
 } from '../src/index.js';
 import { type TodoOp, addTodo } from './readme_declared_example.js';
-import { placeOrder } from './readme_example.js';
-import { FaultyNetwork, SimCanister, VirtualScheduler } from './sim.js';
 
 const readme = readFileSync(new URL('../../README.md', import.meta.url), 'utf8');
 
-for (const file of ['readme_declared_example.ts', 'readme_example.ts']) {
-  test(`the README shows test/${file} verbatim`, () => {
-    const example = readFileSync(new URL(`../../test/${file}`, import.meta.url), 'utf8').replace(
-      "from '../src/index.js'",
-      "from 'ic-batch-client'",
-    );
-    assert.ok(readme.includes(example), `README.md must contain test/${file} (with the package import)`);
-  });
-}
-
-test('the generic client comes first in the README', () => {
-  assert.ok(readme.indexOf('DeclaredWrites.fetch') < readme.indexOf('PackedUserOrders'));
+test('the README shows test/readme_declared_example.ts verbatim', () => {
+  const example = readFileSync(new URL('../../test/readme_declared_example.ts', import.meta.url), 'utf8').replace(
+    "from '../src/index.js'",
+    "from 'ic-batch-client'",
+  );
+  assert.ok(readme.includes(example), 'README.md must contain test/readme_declared_example.ts (with the package import)');
 });
 
 /** A todo store's declaration (examples/todo_canister's writes). */
@@ -88,20 +79,4 @@ test('the declared example adds todos through a batcher; an invalid one is refus
   refusal = { DeclarationMismatch: { canister: new Uint8Array(8).fill(1), request: codec.declaration.digest } };
   await assert.rejects(addTodo(batcher, 'eggs'), (e: unknown) => e instanceof BatchError && e.refusal?.name === 'DeclarationMismatch');
   await batcher.close();
-});
-
-test('the example places orders through a batcher, with a lost reply on the way', async () => {
-  const scheduler = new VirtualScheduler();
-  const canister = new SimCanister();
-  const network = new FaultyNetwork(canister, scheduler, ['replyLostAfterCommit']);
-  const batcher = new Batcher(new PackedUserOrders(), network, { attemptTimeoutMs: 1_000 }, scheduler);
-  const ids: (bigint | Error)[] = [];
-  void placeOrder(batcher, 1n, 10).then((id) => ids.push(id));
-  void placeOrder(batcher, 1n, 20).then((id) => ids.push(id));
-  void placeOrder(batcher, 2n, 30).catch((error: Error) => ids.push(error));
-  await scheduler.run(() => ids.length === 3);
-  assert.deepEqual(ids.slice(0, 2), [1n, 2n]);
-  assert.match(String(ids[2]), /the order failed: FOREIGN KEY constraint failed/);
-  assert.equal(canister.executions, 1);
-  assert.equal(batcher.stats().duplicateReplies, 1);
 });

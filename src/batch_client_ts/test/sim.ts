@@ -3,7 +3,7 @@
 import { IDL } from '@icp-sdk/core/candid';
 
 import type { Scheduler } from '../src/batcher.js';
-import { PACKED_RESULT, type WriteError } from '../src/codec.js';
+import type { WriteError } from '../src/codec.js';
 import {
   type Outcome,
   type UserOrderOp,
@@ -11,7 +11,8 @@ import {
   decodeKeyedOutcomes,
   encodeKeyedOutcomes,
   keyedOpsBody,
-} from '../src/packed.js';
+} from './reference/packed.js';
+import { PACKED_RESULT } from './reference/codec.js';
 import { RejectCode, SendError, type Transport } from '../src/transport.js';
 
 const BLOB = IDL.Vec(IDL.Nat8);

@@ -1,4 +1,4 @@
-// The shared test vectors of the packed codec, written by the Rust codec
+// The shared test vectors of the reference canister's packed codec (test/reference/packed.ts), written by the Rust codec
 // (src/bench_api/testdata/packed_vectors.json): every encoding must be byte-identical, every
 // decoding must give the value back, every refusal must happen at the same byte.
 import assert from 'node:assert/strict';
@@ -18,7 +18,7 @@ import {
   encodeOps,
   encodeOutcomes,
   opLen,
-} from '../src/packed.js';
+} from './reference/packed.js';
 
 interface Vectors {
   ops: { name: string; key: { created_at_time_ns: string; id: string } | null; ops: Record<string, Record<string, string>>[]; hex: string }[];

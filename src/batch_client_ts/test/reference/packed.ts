@@ -1,7 +1,9 @@
 /**
  * The packed client batch of the reference canister (`bench_api::packed` in Rust): ops and
- * outcomes in a compact binary form. This is a byte-for-byte port, checked against the shared
- * test vectors written by the Rust codec.
+ * outcomes in a compact binary form. A test codec, not part of the package (the reference
+ * canister's own workload): a byte-for-byte port, checked against the shared test vectors
+ * written by the Rust codec, which the batcher's simulated canister and the reference
+ * canister's end-to-end tests speak.
  *
  * Integers are LEB128 varints (`uint`), signed ones zigzag-encoded first (`sint`); a float is
  * its 8 IEEE 754 bytes, little-endian; a text is its UTF-8 byte length as a `uint`, then the
@@ -23,9 +25,11 @@
  * as far as the engine does (V8 does through `DataView`).
  */
 
-import { PackedError, Reader, Writer, putOutcomes, readOutcomes, uintLen, utf8Encoder, zigzag } from './wire.js';
+import type { BatchKey, Outcome } from '../../src/types.js';
+import { PackedError, Reader, Writer, putOutcomes, readOutcomes, uintLen, utf8Encoder, zigzag } from '../../src/wire.js';
 
 export { PackedError };
+export type { BatchKey, Outcome };
 
 /** Ops of the users/orders workload. */
 export type UserOrderOp =
@@ -33,17 +37,6 @@ export type UserOrderOp =
   | { CreateOrder: { user_id: bigint; amount: number } }
   | { UpdateOrderAmount: { order_id: bigint; amount: number } }
   | { DeleteUserOrders: { user_id: bigint } };
-
-/** The result of one write. */
-export type Outcome =
-  | { Committed: { rows_changed: bigint; last_insert_rowid: bigint } }
-  | { Failed: { code: number; message: string } };
-
-/** A batch's key: its creation time (ns since the Unix epoch) and 16 bytes. */
-export interface BatchKey {
-  createdAtTimeNs: bigint;
-  id: Uint8Array;
-}
 
 /** A decoded keyed reply. */
 export interface KeyedReply {

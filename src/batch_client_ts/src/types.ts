@@ -1,0 +1,12 @@
+/** The values every codec shares: an op's outcome, and a batch's key. */
+
+/** The result of one write: committed (rows changed, the last rowid inserted) or failed (SQLite's code and message). */
+export type Outcome =
+  | { Committed: { rows_changed: bigint; last_insert_rowid: bigint } }
+  | { Failed: { code: number; message: string } };
+
+/** A batch's key: its creation time (ns since the Unix epoch) and 16 bytes. */
+export interface BatchKey {
+  createdAtTimeNs: bigint;
+  id: Uint8Array;
+}
