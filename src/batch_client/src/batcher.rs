@@ -4,7 +4,8 @@
 //! reads a clock: drivers (tokio off-chain, ic-cdk timers in a canister, a test's own loop)
 //! pass the time in and do the waiting.
 
-use std::collections::VecDeque;
+use std::cmp::Reverse;
+use std::collections::{BinaryHeap, HashMap};
 use std::fmt;
 use std::future::Future;
 use std::pin::Pin;
@@ -110,7 +111,8 @@ pub enum Due {
     Now,
     /// The delay trigger fires at this time (nanoseconds, the driver's clock).
     At(u64),
-    /// Nothing is queued, or `max_in_flight` batches are in flight.
+    /// Nothing is queued, `max_in_flight` batches are in flight, or every queued op waits for
+    /// the batch of its ordering key in flight.
     Idle,
 }
 
@@ -132,7 +134,7 @@ pub enum Next<C: BatchCodec> {
 pub struct BatcherStats {
     /// Ops accepted.
     pub submitted: u64,
-    /// Ops queued now.
+    /// Ops queued now (those waiting for a batch of their ordering key included).
     pub queued: usize,
     /// Their encoded bytes.
     pub queued_bytes: usize,
@@ -156,6 +158,9 @@ pub struct BatcherStats {
     pub resubmitted: u64,
 }
 
+/// An ordering key: ops sharing one are committed in the order they were submitted.
+type OrderingKey = Arc<str>;
+
 /// A queued op.
 struct Slot<C: BatchCodec> {
     op: C::Op,
@@ -163,17 +168,157 @@ struct Slot<C: BatchCodec> {
     submitted_ns: u64,
     resubmits: u32,
     sender: oneshot::Sender<OpResult<C>>,
+    /// Its place in submission order (kept when the op is queued again).
+    seq: u64,
+    ordering_key: Option<OrderingKey>,
+}
+
+/// The queue's order: the lowest `seq` first.
+impl<C: BatchCodec> Ord for Slot<C> {
+    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
+        Reverse(self.seq).cmp(&Reverse(other.seq))
+    }
+}
+
+impl<C: BatchCodec> PartialOrd for Slot<C> {
+    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl<C: BatchCodec> PartialEq for Slot<C> {
+    fn eq(&self, other: &Self) -> bool {
+        self.seq == other.seq
+    }
+}
+
+impl<C: BatchCodec> Eq for Slot<C> {}
+
+/// The ops of one ordering key that are queued, and whether a batch of the key is in flight.
+struct KeyState<C: BatchCodec> {
+    queued: usize,
+    queued_bytes: usize,
+    in_flight: bool,
+    /// Its queued ops taken out of the queue's order while a batch of the key is in flight
+    /// (put back when it is settled).
+    parked: Vec<Slot<C>>,
+}
+
+impl<C: BatchCodec> Default for KeyState<C> {
+    fn default() -> Self {
+        KeyState {
+            queued: 0,
+            queued_bytes: 0,
+            in_flight: false,
+            parked: Vec::new(),
+        }
+    }
 }
 
 struct State<C: BatchCodec> {
-    queue: VecDeque<Slot<C>>,
+    /// The queued ops in submission order, except the parked ones; an op whose key has a
+    /// batch in flight is parked when it reaches the front.
+    queue: BinaryHeap<Slot<C>>,
+    /// Every queued op, parked or not, and their bytes.
+    queued: usize,
     queued_bytes: usize,
+    /// Of them, the ops whose key has a batch in flight, and their bytes.
+    blocked: usize,
+    blocked_bytes: usize,
+    keys: HashMap<OrderingKey, KeyState<C>>,
+    next_seq: u64,
     in_flight: usize,
     next_counter: u64,
     closed: bool,
     flush_requested: bool,
     room_waiters: Vec<Waker>,
     stats: BatcherStats,
+}
+
+impl<C: BatchCodec> State<C> {
+    /// Ops that may leave in the next batch.
+    fn eligible(&self) -> (usize, usize) {
+        (
+            self.queued - self.blocked,
+            self.queued_bytes - self.blocked_bytes,
+        )
+    }
+
+    /// Queues `slot` at its place in submission order.
+    fn push(&mut self, slot: Slot<C>) {
+        self.queued += 1;
+        self.queued_bytes += slot.len;
+        if let Some(key) = &slot.ordering_key {
+            let state = self.keys.entry(Arc::clone(key)).or_default();
+            state.queued += 1;
+            state.queued_bytes += slot.len;
+            if state.in_flight {
+                self.blocked += 1;
+                self.blocked_bytes += slot.len;
+            }
+        }
+        self.queue.push(slot);
+    }
+
+    /// The first queued op that may leave now, parking the ops before it whose key has a batch
+    /// in flight.
+    fn front(&mut self) -> Option<&Slot<C>> {
+        loop {
+            let parked = match self.queue.peek()?.ordering_key.as_ref() {
+                Some(key) => self.keys.get(key).is_some_and(|k| k.in_flight),
+                None => false,
+            };
+            if !parked {
+                return self.queue.peek();
+            }
+            let slot = self.queue.pop()?;
+            let key = slot.ordering_key.as_ref().map(Arc::clone);
+            if let Some(state) = key.and_then(|key| self.keys.get_mut(&key)) {
+                state.parked.push(slot);
+            }
+        }
+    }
+
+    /// Takes the front op (after [`front`](Self::front) returned it).
+    fn pop_front(&mut self) -> Option<Slot<C>> {
+        let slot = self.queue.pop()?;
+        self.queued -= 1;
+        self.queued_bytes -= slot.len;
+        if let Some(key) = &slot.ordering_key
+            && let Some(state) = self.keys.get_mut(key)
+        {
+            state.queued -= 1;
+            state.queued_bytes -= slot.len;
+        }
+        Some(slot)
+    }
+
+    /// Marks `keys` as having a batch in flight: their queued ops wait.
+    fn hold(&mut self, keys: &[OrderingKey]) {
+        for key in keys {
+            let state = self.keys.entry(Arc::clone(key)).or_default();
+            state.in_flight = true;
+            self.blocked += state.queued;
+            self.blocked_bytes += state.queued_bytes;
+        }
+    }
+
+    /// The batch of `keys` is settled: their queued ops may leave again, in their order.
+    fn release_keys(&mut self, keys: &[OrderingKey]) {
+        for key in keys {
+            let Some(state) = self.keys.get_mut(key) else {
+                continue;
+            };
+            state.in_flight = false;
+            self.blocked -= state.queued;
+            self.blocked_bytes -= state.queued_bytes;
+            let parked = std::mem::take(&mut state.parked);
+            if state.queued == 0 {
+                self.keys.remove(key);
+            }
+            self.queue.extend(parked);
+        }
+    }
 }
 
 type Notifier = Arc<dyn Fn() + Send + Sync>;
@@ -218,7 +363,9 @@ impl<C: BatchCodec> Shared<C> {
 /// `canister` (feature `ic-cdk`).
 ///
 /// Ops of one batch run in order, in one transaction of the canister; batches in flight at
-/// the same time may run in any order.
+/// the same time may run in any order, except that the ops submitted with one ordering key
+/// ([`try_submit_ordered`](Self::try_submit_ordered)) are committed in the order given: a
+/// batch holding ops of a key leaves only once the previous one holding ops of it is settled.
 pub struct Batcher<C: BatchCodec> {
     shared: Arc<Shared<C>>,
 }
@@ -249,8 +396,13 @@ impl<C: BatchCodec> Batcher<C> {
                 codec,
                 config,
                 state: Mutex::new(State {
-                    queue: VecDeque::new(),
+                    queue: BinaryHeap::new(),
+                    queued: 0,
                     queued_bytes: 0,
+                    blocked: 0,
+                    blocked_bytes: 0,
+                    keys: HashMap::new(),
+                    next_seq: 0,
                     in_flight: 0,
                     next_counter: 0,
                     closed: false,
@@ -289,19 +441,56 @@ impl<C: BatchCodec> Batcher<C> {
     /// outcome, or gives the op back if the queue is full, the op does not fit a request, or
     /// the batcher is closed. Cost: the op's encoded length, computed once.
     pub fn try_submit(&self, op: C::Op, now_ns: u64) -> Result<OpFuture<C>, SubmitError<C::Op>> {
-        self.enqueue(op, now_ns, None)
+        self.enqueue(op, None, now_ns, None)
+    }
+
+    /// [`try_submit`](Self::try_submit) in the order of `ordering_key`: the ops submitted with
+    /// one ordering key are committed in the order they were submitted. A batch holding ops of
+    /// the key is sent only once the previous batch holding ops of it is settled (answered,
+    /// retried until answered, or given up), so at most one batch per key is in flight and a
+    /// retry never lets a later batch of the key pass. Ops without a key (and of other keys)
+    /// keep leaving while they wait. Cost: one hash map lookup per op, and the key's
+    /// batches one at a time (a key's ops leave in batches of up to `max_batch_ops`, one
+    /// round trip each).
+    pub fn try_submit_ordered(
+        &self,
+        op: C::Op,
+        ordering_key: &str,
+        now_ns: u64,
+    ) -> Result<OpFuture<C>, SubmitError<C::Op>> {
+        self.enqueue(op, Some(ordering_key), now_ns, None)
     }
 
     /// [`try_submit`](Self::try_submit), waiting for room while the queue is full
     /// (backpressure): the future resolves once the op is queued (or refused for another
     /// reason), not when it has its outcome.
     pub async fn submit(&self, op: C::Op, now_ns: u64) -> Result<OpFuture<C>, SubmitError<C::Op>> {
+        self.submit_in(op, None, now_ns).await
+    }
+
+    /// [`try_submit_ordered`](Self::try_submit_ordered), waiting for room while the queue is
+    /// full, as [`submit`](Self::submit) does.
+    pub async fn submit_ordered(
+        &self,
+        op: C::Op,
+        ordering_key: &str,
+        now_ns: u64,
+    ) -> Result<OpFuture<C>, SubmitError<C::Op>> {
+        self.submit_in(op, Some(ordering_key), now_ns).await
+    }
+
+    async fn submit_in(
+        &self,
+        op: C::Op,
+        ordering_key: Option<&str>,
+        now_ns: u64,
+    ) -> Result<OpFuture<C>, SubmitError<C::Op>> {
         let mut op = Some(op);
         std::future::poll_fn(|cx| {
             let Some(next) = op.take() else {
                 return Poll::Pending;
             };
-            match self.enqueue(next, now_ns, Some(cx.waker())) {
+            match self.enqueue(next, ordering_key, now_ns, Some(cx.waker())) {
                 Err(SubmitError::QueueFull(back)) => {
                     op = Some(back);
                     Poll::Pending
@@ -315,6 +504,7 @@ impl<C: BatchCodec> Batcher<C> {
     fn enqueue(
         &self,
         op: C::Op,
+        ordering_key: Option<&str>,
         now_ns: u64,
         waker: Option<&Waker>,
     ) -> Result<OpFuture<C>, SubmitError<C::Op>> {
@@ -331,25 +521,34 @@ impl<C: BatchCodec> Batcher<C> {
             if st.closed {
                 return Err(SubmitError::Closed(op));
             }
-            if st.queue.len() >= config.max_queued_ops
-                || st.queued_bytes + len > config.max_queued_bytes
+            if st.queued >= config.max_queued_ops || st.queued_bytes + len > config.max_queued_bytes
             {
                 if let Some(waker) = waker {
                     st.room_waiters.push(waker.clone());
                 }
                 return Err(SubmitError::QueueFull(op));
             }
-            let was_empty = st.queue.is_empty();
-            st.queue.push_back(Slot {
+            let (eligible_before, _) = st.eligible();
+            // The key's one shared name (a lookup, no allocation, once the key is known).
+            let ordering_key = ordering_key.map(|key| match st.keys.get_key_value(key) {
+                Some((known, _)) => Arc::clone(known),
+                None => OrderingKey::from(key),
+            });
+            let seq = st.next_seq;
+            st.next_seq += 1;
+            st.push(Slot {
                 op,
                 len,
                 submitted_ns: now_ns,
                 resubmits: 0,
                 sender,
+                seq,
+                ordering_key,
             });
-            st.queued_bytes += len;
             st.stats.submitted += 1;
-            wake_driver = was_empty || self.size_reached(&st);
+            let (eligible, _) = st.eligible();
+            wake_driver =
+                eligible > eligible_before && (eligible_before == 0 || self.size_reached(&st));
         }
         if wake_driver {
             self.shared.notify();
@@ -357,10 +556,12 @@ impl<C: BatchCodec> Batcher<C> {
         Ok(OpFuture { receiver })
     }
 
+    /// Whether the ops that may leave now fill a batch.
     fn size_reached(&self, st: &State<C>) -> bool {
         let config = &self.shared.config;
-        st.queue.len() >= config.max_batch_ops
-            || st.queued_bytes + self.shared.codec.header_len() >= config.max_request_bytes
+        let (ops, bytes) = st.eligible();
+        ops >= config.max_batch_ops
+            || bytes + self.shared.codec.header_len() >= config.max_request_bytes
     }
 
     /// Makes everything queued due now (the next [`take_batch`](Self::take_batch) calls form
@@ -386,86 +587,90 @@ impl<C: BatchCodec> Batcher<C> {
     /// Closed, nothing queued and nothing in flight.
     pub fn is_finished(&self) -> bool {
         let st = self.shared.lock();
-        st.closed && st.queue.is_empty() && st.in_flight == 0
+        st.closed && st.queued == 0 && st.in_flight == 0
     }
 
     /// The counters.
     pub fn stats(&self) -> BatcherStats {
         let st = self.shared.lock();
         BatcherStats {
-            queued: st.queue.len(),
+            queued: st.queued,
             queued_bytes: st.queued_bytes,
             in_flight: st.in_flight,
             ..st.stats.clone()
         }
     }
 
-    fn due_now(&self, st: &State<C>, now_ns: u64) -> bool {
-        st.closed
-            || st.flush_requested
-            || self.size_reached(st)
-            || st.queue.front().is_some_and(|front| {
-                now_ns
-                    >= front
-                        .submitted_ns
-                        .saturating_add(self.shared.config.max_delay_ns)
-            })
+    /// When the next batch is due at `now_ns`: whether one can be taken now, or when the
+    /// oldest op that may leave reaches its delay.
+    fn due_in(&self, st: &mut State<C>, now_ns: u64) -> Due {
+        if st.in_flight >= self.shared.config.max_in_flight {
+            return Due::Idle;
+        }
+        let urgent = st.closed || st.flush_requested || self.size_reached(st);
+        let Some(front) = st.front() else {
+            return Due::Idle;
+        };
+        let at = front
+            .submitted_ns
+            .saturating_add(self.shared.config.max_delay_ns);
+        if urgent || now_ns >= at {
+            Due::Now
+        } else {
+            Due::At(at)
+        }
     }
 
     /// When the next batch is due at `now_ns`.
     pub fn due(&self, now_ns: u64) -> Due {
-        let st = self.shared.lock();
-        let Some(front) = st.queue.front() else {
-            return Due::Idle;
-        };
-        if st.in_flight >= self.shared.config.max_in_flight {
-            return Due::Idle;
-        }
-        if self.due_now(&st, now_ns) {
-            Due::Now
-        } else {
-            Due::At(
-                front
-                    .submitted_ns
-                    .saturating_add(self.shared.config.max_delay_ns),
-            )
-        }
+        self.due_in(&mut self.shared.lock(), now_ns)
     }
 
     /// Takes the next batch if one is due at `now_ns` and fewer than `max_in_flight` are in
     /// flight: the oldest queued ops, up to `max_batch_ops` and `max_request_bytes`, under a
-    /// new key created at `now_ns`, encoded once. Waiting submitters are woken. Cost: encoding
-    /// the batch.
+    /// new key created at `now_ns`, encoded once; ops whose ordering key has a batch in flight
+    /// stay queued, in their order. Waiting submitters are woken. Cost: encoding the batch.
     pub fn take_batch(&self, now_ns: u64) -> Option<InFlight<C>> {
         let config = &self.shared.config;
         let header = self.shared.codec.header_len();
-        let (slots, counter, waiters) = {
+        let (slots, ordering_keys, counter, waiters) = {
             let mut st = self.shared.lock();
-            if st.queue.is_empty()
-                || st.in_flight >= config.max_in_flight
-                || !self.due_now(&st, now_ns)
-            {
+            if self.due_in(&mut st, now_ns) != Due::Now {
                 return None;
             }
             let mut bytes = header;
-            let mut count = 0;
-            for slot in &st.queue {
-                if count == config.max_batch_ops || bytes + slot.len > config.max_request_bytes {
-                    break;
+            let mut slots: Vec<Slot<C>> = Vec::new();
+            let mut ordering_keys: Vec<OrderingKey> = Vec::new();
+            // The keys of this batch are held once it is formed: until then their later ops
+            // join it, in order.
+            while slots.len() < config.max_batch_ops {
+                match st.front() {
+                    Some(front) if bytes + front.len <= config.max_request_bytes => {}
+                    _ => break,
                 }
+                let slot = st.pop_front().expect("the front");
                 bytes += slot.len;
-                count += 1;
+                if let Some(key) = &slot.ordering_key
+                    && !ordering_keys.contains(key)
+                {
+                    ordering_keys.push(Arc::clone(key));
+                }
+                slots.push(slot);
             }
-            let slots: Vec<Slot<C>> = st.queue.drain(..count).collect();
-            st.queued_bytes -= bytes - header;
+            st.hold(&ordering_keys);
             st.in_flight += 1;
             st.stats.batches += 1;
-            if st.queue.is_empty() {
+            if st.queued == 0 {
                 st.flush_requested = false;
             }
             let counter = st.next_counter;
             st.next_counter += 1;
-            (slots, counter, std::mem::take(&mut st.room_waiters))
+            (
+                slots,
+                ordering_keys,
+                counter,
+                std::mem::take(&mut st.room_waiters),
+            )
         };
         for waker in waiters {
             waker.wake();
@@ -486,11 +691,14 @@ impl<C: BatchCodec> Batcher<C> {
                 submitted_ns: slot.submitted_ns,
                 resubmits: slot.resubmits,
                 sender: slot.sender,
+                seq: slot.seq,
+                ordering_key: slot.ordering_key,
             });
         }
         let request = self.shared.codec.encode(&key, &ops);
         Some(InFlight {
             shared: Some(Arc::clone(&self.shared)),
+            ordering_keys,
             key,
             request,
             ops,
@@ -656,6 +864,8 @@ impl<C: BatchCodec> Batcher<C> {
                     submitted_ns: meta.submitted_ns,
                     resubmits: meta.resubmits + 1,
                     sender: meta.sender,
+                    seq: meta.seq,
+                    ordering_key: meta.ordering_key,
                 });
             } else {
                 delivered.push((meta.sender, outcome));
@@ -669,9 +879,10 @@ impl<C: BatchCodec> Batcher<C> {
             }
             st.stats.outcomes += delivered.len() as u64;
             st.stats.resubmitted += again.len() as u64;
-            for slot in again.into_iter().rev() {
-                st.queued_bytes += slot.len;
-                st.queue.push_front(slot);
+            // Back at their place in submission order: before every later op, and before the
+            // later ops of their ordering key, which the batch holds until it is released below.
+            for slot in again {
+                st.push(slot);
             }
             if requeued {
                 // They have waited their delay already: sent at once, with what is queued.
@@ -694,6 +905,8 @@ struct OpMeta<C: BatchCodec> {
     submitted_ns: u64,
     resubmits: u32,
     sender: oneshot::Sender<OpResult<C>>,
+    seq: u64,
+    ordering_key: Option<OrderingKey>,
 }
 
 /// A batch taken by a driver: its key, its encoded request and its ops, until an attempt
@@ -701,6 +914,8 @@ struct OpMeta<C: BatchCodec> {
 /// [`BatchError::Closed`] and frees its place in flight.
 pub struct InFlight<C: BatchCodec> {
     shared: Option<Arc<Shared<C>>>,
+    /// The ordering keys of its ops, held until it is settled.
+    ordering_keys: Vec<OrderingKey>,
     key: BatchKey,
     request: Vec<u8>,
     ops: Vec<C::Op>,
@@ -741,10 +956,14 @@ impl<C: BatchCodec> InFlight<C> {
         self.last_error.as_deref()
     }
 
-    /// Frees the batch's place in flight (once).
+    /// Frees the batch's place in flight and its ordering keys (once).
     fn release(&mut self) {
         if let Some(shared) = self.shared.take() {
-            shared.lock().in_flight -= 1;
+            {
+                let mut st = shared.lock();
+                st.in_flight -= 1;
+                st.release_keys(&self.ordering_keys);
+            }
             shared.notify();
         }
     }

@@ -282,6 +282,21 @@ where
         Ok(future)
     }
 
+    /// [`try_submit`](Self::try_submit) in the order of `ordering_key`
+    /// ([`Batcher::try_submit_ordered`]): ops sharing the key are committed in the order given.
+    pub fn try_submit_ordered(
+        &self,
+        op: C::Op,
+        ordering_key: &str,
+    ) -> Result<OpFuture<C>, SubmitError<C::Op>> {
+        let future =
+            self.inner
+                .batcher
+                .try_submit_ordered(op, ordering_key, ic_cdk::api::time())?;
+        self.poke();
+        Ok(future)
+    }
+
     /// Sends every batch and retry due now from the current message (each as a call of its
     /// own) and sets the timer for what still waits. Call it from an update method that
     /// runs anyway, after submitting to the [`batcher`](Self::batcher) directly.

@@ -287,6 +287,8 @@ struct FaultyNetwork {
     twins_differ: AtomicU64,
     /// Past the attempt timeout.
     late: Duration,
+    /// Calls neither answered nor dropped (an abandoned attempt the driver still holds).
+    open_calls: AtomicU64,
 }
 
 impl FaultyNetwork {
@@ -300,6 +302,7 @@ impl FaultyNetwork {
             injected: Mutex::new(HashMap::new()),
             twins_differ: AtomicU64::new(0),
             late: Duration::from_secs(3),
+            open_calls: AtomicU64::new(0),
         }
     }
 
@@ -327,9 +330,26 @@ impl FaultyNetwork {
 #[derive(Clone)]
 struct Net(Arc<FaultyNetwork>);
 
+/// Counts a call open until it is answered or its future is dropped.
+struct OpenCall<'a>(&'a AtomicU64);
+
+impl<'a> OpenCall<'a> {
+    fn new(open: &'a AtomicU64) -> Self {
+        open.fetch_add(1, Ordering::SeqCst);
+        OpenCall(open)
+    }
+}
+
+impl Drop for OpenCall<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
 impl Transport for Net {
     async fn call(&self, request: Vec<u8>) -> Result<Vec<u8>, SendError> {
         let net = &self.0;
+        let _open = OpenCall::new(&net.open_calls);
         let run = |request: &[u8]| net.canister.execute(&net.caller, request, (net.clock)());
         match net.next_fault() {
             Fault::None => run(&request),
@@ -537,6 +557,8 @@ async fn every_fault_kind_ends_in_one_run_and_every_outcome_body() {
             FaultyNetwork::new(Arc::clone(&canister), clock.clone()).scripted(&[fault]),
         ));
         let (results, stats) = run_ops(&net, config(), &[1, 2, 3], clock).await;
+        // The driver returned: an attempt it abandoned was dropped, not left running.
+        assert_eq!(net.0.open_calls.load(Ordering::SeqCst), 0, "{fault:?}");
         // Let a delayed delivery land before counting.
         tokio::time::sleep(Duration::from_secs(10)).await;
         for (tag, result) in [1u64, 2, 3].iter().zip(&results) {
@@ -967,4 +989,202 @@ async fn ten_thousand_ops_with_random_faults_run_exactly_once() {
     }
     assert!(stats.duplicate_replies >= 10, "{stats:?}");
     assert!(stats.resubmitted >= 100, "{stats:?}");
+}
+
+/// Ops submitted per ordering key in the ordering runs, and the keys.
+const KEYS: u64 = 20;
+const PER_KEY: u64 = 100;
+
+/// What an ordering run found: per key, the row ids of its ops in submission order.
+struct OrderingRun {
+    rowids: Vec<Vec<i64>>,
+    stats: BatcherStats,
+    injected: HashMap<Fault, u64>,
+}
+
+impl OrderingRun {
+    /// Places where a key's op committed before the op submitted just before it.
+    fn inversions(&self) -> usize {
+        self.rowids
+            .iter()
+            .map(|ids| ids.windows(2).filter(|w| w[0] > w[1]).count())
+            .sum()
+    }
+}
+
+/// `KEYS` submitters, one per key, each submitting its `PER_KEY` ops in turn (with the key
+/// when `ordered`), through one batcher over a network with a fault on 35 % of the attempts
+/// (every kind), to a canister whose budget cuts batches short. Two ops in three insert an
+/// order (its row id says when it was committed), the third updates no order (another
+/// statement, which ends a run of coalesced inserts, so that the budget leaves ops not
+/// executed). Every op is checked to be committed once, an insert's outcome being its own row.
+async fn ordering_run(ordered: bool) -> OrderingRun {
+    let canister = Canister::new();
+    canister.with(|st| st.budget = 3);
+    let clock = clock(tokio::time::Instant::now());
+    let mut network = FaultyNetwork::new(Arc::clone(&canister), clock.clone());
+    network.random = Some(Mutex::new(Random {
+        state: 0x0123_4567_89ab_cdef,
+        fault_percent: 35,
+    }));
+    let net = Net(Arc::new(network));
+    let batcher = Batcher::new(
+        Codec::new(),
+        BatcherConfig {
+            max_batch_ops: 10,
+            max_resubmits: 1_000,
+            ..config()
+        },
+    )
+    .expect("config");
+    let driver = tokio::spawn(tokio_driver::run(
+        batcher.clone(),
+        net.clone(),
+        clock.clone(),
+    ));
+    let is_update = |tag: u64| tag.is_multiple_of(3);
+    let mut submitters = Vec::new();
+    for k in 0..KEYS {
+        let (batcher, clock) = (batcher.clone(), clock.clone());
+        submitters.push(tokio::spawn(async move {
+            let key = format!("user {k}");
+            let mut mine = Vec::new();
+            for i in 0..PER_KEY {
+                let tag = 1 + k * PER_KEY + i;
+                let op = if is_update(tag) {
+                    ShopWrite::update_order_amount {
+                        order_id: -(tag as i64),
+                        amount: tag as f64,
+                    }
+                } else {
+                    order(tag)
+                };
+                let future = if ordered {
+                    batcher.submit_ordered(op, &key, clock()).await
+                } else {
+                    batcher.submit(op, clock()).await
+                };
+                mine.push((tag, future.expect("submitted")));
+                if i % 10 == 0 {
+                    tokio::time::sleep(Duration::from_millis(k % 7 * 5)).await;
+                }
+            }
+            let mut results = Vec::new();
+            for (tag, future) in mine {
+                results.push((tag, future.await));
+            }
+            results
+        }));
+    }
+    let all = async {
+        let mut per_key = Vec::new();
+        for submitter in submitters {
+            per_key.push(submitter.await.expect("submitter"));
+        }
+        batcher.close();
+        driver.await.expect("driver");
+        per_key
+    };
+    let per_key = tokio::time::timeout(STUCK, all)
+        .await
+        .expect("the run is stuck");
+    assert_eq!(net.0.twins_differ.load(Ordering::SeqCst), 0);
+    // Delayed deliveries still in the network land now: they must change nothing.
+    tokio::time::sleep(Duration::from_secs(60)).await;
+    let (counts, by_id) = canister.rows();
+    let inserts = (1..=KEYS * PER_KEY).filter(|&tag| !is_update(tag)).count();
+    assert_eq!(counts.len(), inserts, "lost ops");
+    assert!(
+        counts.values().all(|&rows| rows == 1),
+        "an op applied twice"
+    );
+    let rowids = per_key
+        .iter()
+        .map(|results| {
+            results
+                .iter()
+                .filter(|(tag, result)| {
+                    let update = is_update(*tag);
+                    if update {
+                        assert_eq!(
+                            result,
+                            &Ok(Outcome::Committed {
+                                rows_changed: 0,
+                                last_insert_rowid: 0
+                            }),
+                            "op {tag}"
+                        );
+                    }
+                    !update
+                })
+                .map(|(tag, result)| {
+                    let rowid =
+                        committed_row(result).unwrap_or_else(|| panic!("op {tag}: {result:?}"));
+                    assert_eq!(by_id.get(&rowid), Some(tag), "op {tag}: another op's row");
+                    rowid
+                })
+                .collect()
+        })
+        .collect();
+    let injected = net.0.injected.lock().unwrap().clone();
+    OrderingRun {
+        rowids,
+        stats: batcher.stats(),
+        injected,
+    }
+}
+
+/// The ordering option under dropped, late and duplicated answers, stops and budgets that
+/// cut batches short: per key, the commit order (the orders' row ids, given in commit order)
+/// is the submission order, exactly; nothing lost, nothing applied twice. The same run
+/// without ordering keys commits some of a key's ops out of order: the check can fail.
+#[tokio::test(start_paused = true)]
+async fn ops_sharing_an_ordering_key_commit_in_submission_order_under_faults() {
+    let ordered = ordering_run(true).await;
+    let unordered = ordering_run(false).await;
+    let s = &ordered.stats;
+    eprintln!(
+        "ordering run: {} ops of {KEYS} keys, {} batches, {} attempts, {} retries, {} duplicate replies, {} ops resubmitted; \
+         faults injected: {:?}; per-key commit order checked on {} inserts: {} out of order (without keys: {})",
+        KEYS * PER_KEY,
+        s.batches,
+        s.attempts,
+        s.retries,
+        s.duplicate_replies,
+        s.resubmitted,
+        ordered.injected,
+        ordered.rowids.iter().map(Vec::len).sum::<usize>(),
+        ordered.inversions(),
+        unordered.inversions(),
+    );
+    for (k, ids) in ordered.rowids.iter().enumerate() {
+        let mut sorted = ids.clone();
+        sorted.sort_unstable();
+        assert_eq!(
+            ids, &sorted,
+            "key {k}: commit order differs from submission order"
+        );
+    }
+    assert!(
+        unordered.inversions() > 0,
+        "without keys the faults reorder nothing: the check proves nothing"
+    );
+    assert_eq!((s.unknown, s.refused), (0, 0), "{s:?}");
+    assert_eq!(s.outcomes, KEYS * PER_KEY);
+    for kind in [
+        Fault::ReplyLostAfterCommit,
+        Fault::Timeout,
+        Fault::TransportError,
+        Fault::DelayedReply,
+        Fault::DelayedDelivery,
+        Fault::SentTwice,
+        Fault::Stopped,
+    ] {
+        assert!(
+            ordered.injected.get(&kind).copied().unwrap_or(0) >= 5,
+            "{kind:?}: {:?}",
+            ordered.injected
+        );
+    }
+    assert!(s.duplicate_replies >= 5 && s.resubmitted >= 50, "{s:?}");
 }

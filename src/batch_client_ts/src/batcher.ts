@@ -6,6 +6,7 @@
  */
 import type { BatchCodec } from './codec.js';
 import type { BatchKey } from './types.js';
+import { OrderedQueue } from './queue.js';
 import { RejectCode, SendError, type Transport } from './transport.js';
 
 /** The IC's largest ingress message: 2 MiB. */
@@ -25,7 +26,7 @@ export interface BatcherConfig {
   maxQueuedOps: number;
   /** Client queue bound in bytes (64 MiB). */
   maxQueuedBytes: number;
-  /** Batches in flight at once (4); they may run in any order. */
+  /** Batches in flight at once (4); they may run in any order (see {@link SubmitOptions.orderingKey}). */
   maxInFlight: number;
   /** First wait before a retry (100 ms), doubled per attempt. */
   initialBackoffMs: number;
@@ -102,6 +103,19 @@ export class QueueFullError extends Error {
   }
 }
 
+/** How one op is submitted. */
+export interface SubmitOptions {
+  /**
+   * Ops submitted with one ordering key are committed in the order they were submitted: a
+   * batch holding ops of the key is sent only once the previous batch holding ops of it is
+   * settled (answered, retried until answered, or given up), so at most one batch per key is
+   * in flight and a retry never lets a later batch of the key pass. Ops without a key (and
+   * of other keys) keep leaving while they wait. Ops of one batch run in order, in one
+   * transaction.
+   */
+  orderingKey?: string;
+}
+
 /** Counters of a {@link Batcher}. */
 export interface BatcherStats {
   submitted: number;
@@ -121,6 +135,8 @@ interface Slot<Op, O, R> {
   op: Op;
   len: number;
   submittedNs: bigint;
+  seq: number;
+  orderingKey: string | undefined;
   resubmits: number;
   resolve: (outcome: O) => void;
   reject: (error: BatchError<R>) => void;
@@ -128,6 +144,8 @@ interface Slot<Op, O, R> {
 
 interface InFlight<Op, O, R> {
   key: BatchKey;
+  /** The ordering keys of its ops, held until it is settled. */
+  orderingKeys: string[];
   request: Uint8Array;
   slots: Slot<Op, O, R>[];
   attempts: number;
@@ -139,8 +157,8 @@ type Attempt = { ok: true; reply: Uint8Array } | { ok: false; error: SendError }
 /** Exactly-once write batching (see the module documentation and the README). */
 export class Batcher<Op, O, R> {
   readonly config: BatcherConfig;
-  private readonly queue: Slot<Op, O, R>[] = [];
-  private queuedBytes = 0;
+  private readonly queue = new OrderedQueue<Slot<Op, O, R>>();
+  private nextSeq = 0;
   private inFlight = 0;
   /** Transport calls not yet settled, abandoned ones included. */
   private calls = 0;
@@ -188,39 +206,40 @@ export class Batcher<Op, O, R> {
    * Queues `op`, waiting for room while the queue is full (backpressure), and resolves once it
    * is queued, to an object holding the promise of its outcome.
    */
-  async enqueue(op: Op): Promise<{ outcome: Promise<O> }> {
+  async enqueue(op: Op, options: SubmitOptions = {}): Promise<{ outcome: Promise<O> }> {
     for (;;) {
-      const queued = this.tryEnqueue(op);
+      const queued = this.tryEnqueue(op, options);
       if (queued !== undefined) return { outcome: queued };
       await new Promise<void>((resolve) => this.roomWaiters.push(resolve));
     }
   }
 
   /** Queues `op` (waiting for room) and resolves to its outcome, or rejects with a {@link BatchError}. */
-  async submit(op: Op): Promise<O> {
-    return (await this.enqueue(op)).outcome;
+  async submit(op: Op, options: SubmitOptions = {}): Promise<O> {
+    return (await this.enqueue(op, options)).outcome;
   }
 
   /** Queues `op` now and returns the promise of its outcome; throws {@link QueueFullError} when full. */
-  trySubmit(op: Op): Promise<O> {
-    const queued = this.tryEnqueue(op);
+  trySubmit(op: Op, options: SubmitOptions = {}): Promise<O> {
+    const queued = this.tryEnqueue(op, options);
     if (queued === undefined) throw new QueueFullError();
     return queued;
   }
 
-  private tryEnqueue(given: Op): Promise<O> | undefined {
+  private tryEnqueue(given: Op, { orderingKey }: SubmitOptions): Promise<O> | undefined {
     if (this.closed) throw new Error('the batcher is closed');
     const op = this.codec.snapshot ? this.codec.snapshot(given) : given;
     const len = this.codec.opLen(op);
     const room = this.config.maxRequestBytes - this.codec.headerLen;
     if (len > room) throw new RangeError(`the op takes ${len} bytes; a request holds at most ${room} bytes of ops`);
-    if (this.queue.length >= this.config.maxQueuedOps || this.queuedBytes + len > this.config.maxQueuedBytes) {
+    if (this.queue.length >= this.config.maxQueuedOps || this.queue.bytes + len > this.config.maxQueuedBytes) {
       return undefined;
     }
+    const submittedNs = this.scheduler.nowNs();
+    const seq = this.nextSeq++;
     const outcome = new Promise<O>((resolve, reject) => {
-      this.queue.push({ op, len, submittedNs: this.scheduler.nowNs(), resubmits: 0, resolve, reject });
+      this.queue.push({ op, len, submittedNs, seq, orderingKey, resubmits: 0, resolve, reject });
     });
-    this.queuedBytes += len;
     this.counters.submitted += 1;
     this.pump();
     return outcome;
@@ -251,16 +270,16 @@ export class Batcher<Op, O, R> {
     return { ...this.counters, queued: this.queue.length, inFlight: this.inFlight };
   }
 
+  /** Whether the ops that may leave now fill a batch. */
   private sizeReached(): boolean {
-    return (
-      this.queue.length >= this.config.maxBatchOps ||
-      this.queuedBytes + this.codec.headerLen >= this.config.maxRequestBytes
-    );
+    const { ops, bytes } = this.queue.eligible();
+    return ops >= this.config.maxBatchOps || bytes + this.codec.headerLen >= this.config.maxRequestBytes;
   }
 
   private dueAtNs(): bigint | undefined {
-    const front = this.queue[0];
-    if (front === undefined || this.inFlight >= this.config.maxInFlight) return undefined;
+    if (this.inFlight >= this.config.maxInFlight) return undefined;
+    const front = this.queue.front();
+    if (front === undefined) return undefined;
     if (this.closed || this.flushRequested || this.sizeReached()) return 0n;
     return front.submittedNs + BigInt(Math.round(this.config.maxDelayMs * 1e6));
   }
@@ -302,16 +321,22 @@ export class Batcher<Op, O, R> {
     this.timer = { handle, atNs };
   }
 
+  /** The oldest ops that may leave, up to the bounds; the batch holds their ordering keys. */
   private takeBatch(nowNs: bigint): InFlight<Op, O, R> {
     let bytes = this.codec.headerLen;
-    let count = 0;
-    for (const slot of this.queue) {
-      if (count === this.config.maxBatchOps || bytes + slot.len > this.config.maxRequestBytes) break;
+    const slots: Slot<Op, O, R>[] = [];
+    const orderingKeys = new Set<string>();
+    // The keys are held once the batch is formed: until then their later ops join it, in order.
+    for (;;) {
+      const front = this.queue.front();
+      if (front === undefined || slots.length === this.config.maxBatchOps || bytes + front.len > this.config.maxRequestBytes) break;
+      const slot = this.queue.popFront();
       bytes += slot.len;
-      count += 1;
+      if (slot.orderingKey !== undefined) orderingKeys.add(slot.orderingKey);
+      slots.push(slot);
     }
-    const slots = this.queue.splice(0, count);
-    this.queuedBytes -= bytes - this.codec.headerLen;
+    const keys = [...orderingKeys];
+    this.queue.hold(keys);
     this.inFlight += 1;
     this.counters.batches += 1;
     if (this.queue.length === 0) this.flushRequested = false;
@@ -325,7 +350,7 @@ export class Batcher<Op, O, R> {
       slots.map((slot) => slot.op),
     );
     for (const wake of this.roomWaiters.splice(0)) wake();
-    return { key, request, slots, attempts: 0, possiblyExecuted: false };
+    return { key, orderingKeys: keys, request, slots, attempts: 0, possiblyExecuted: false };
   }
 
   private async attempt(batch: InFlight<Op, O, R>, delayMs: number): Promise<void> {
@@ -447,7 +472,7 @@ export class Batcher<Op, O, R> {
         : error;
     if (final.kind === 'unknown' || final.kind === 'badReply') this.counters.unknown += batch.slots.length;
     else this.counters.refused += batch.slots.length;
-    this.release();
+    this.release(batch);
     for (const slot of batch.slots) slot.reject(final);
   }
 
@@ -464,17 +489,20 @@ export class Batcher<Op, O, R> {
       }
     });
     if (again.length > 0) {
-      // They waited their delay already: sent at once (under a new key), with what is queued.
-      this.queue.unshift(...again);
-      this.queuedBytes += again.reduce((sum, slot) => sum + slot.len, 0);
+      // They waited their delay already: sent at once (under a new key), with what is queued,
+      // at their place in submission order (before the later ops of their ordering key, which
+      // this batch holds until it is released below).
+      for (const slot of again) this.queue.push(slot);
       this.counters.resubmitted += again.length;
       this.flushRequested = true;
     }
-    this.release();
+    this.release(batch);
   }
 
-  private release(): void {
+  /** Frees the batch's place in flight and its ordering keys. */
+  private release(batch: InFlight<Op, O, R>): void {
     this.inFlight -= 1;
+    this.queue.release(batch.orderingKeys);
     this.pump();
     this.checkIdle();
   }

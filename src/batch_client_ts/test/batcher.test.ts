@@ -279,3 +279,85 @@ test('10,000 ops with random faults: every outcome to its submitter, none lost, 
       `${stats.resubmitted} resubmitted; faults ${JSON.stringify(Object.fromEntries(s.network.injected))}`,
   );
 });
+
+test('an ordering key holds its later ops until its batch in flight is settled; others pass', async () => {
+  const s = setup(['timeout'], { maxBatchOps: 3, maxDelayMs: 600_000 });
+  const key = { orderingKey: 'user 1' };
+  const first = [settle(s.batcher.trySubmit(order(1), key)), settle(s.batcher.trySubmit(order(2), key)), settle(s.batcher.trySubmit(order(100)))];
+  // The first batch left (size trigger) and its attempt hangs; the key's next op waits, the others leave.
+  const later = [settle(s.batcher.trySubmit(order(3), key)), settle(s.batcher.trySubmit(order(20), { orderingKey: 'user 2' })), settle(s.batcher.trySubmit(order(101)))];
+  s.batcher.flush();
+  assert.deepEqual([s.batcher.stats().batches, s.batcher.stats().queued], [2, 1]);
+  const all = await (async () => {
+    let results: Result[] | undefined;
+    void Promise.all([...first, ...later]).then((r) => (results = r));
+    await s.scheduler.run(() => results !== undefined);
+    return results!;
+  })();
+  const rowOf = (i: number) => committedRow(all[i]!)!;
+  // Op 3 committed after the retry of ops 1 and 2, the ops of the batch sent past it before.
+  assert.deepEqual([s.canister.orderIds.get(rowOf(4)), s.canister.orderIds.get(rowOf(5))], [20, 101]);
+  assert.ok(rowOf(0) < rowOf(1) && rowOf(1) < rowOf(3), `rows ${all.map((_, i) => rowOf(i))}`);
+  assert.ok(rowOf(4) < rowOf(0), 'the other key and the unkeyed op did not wait');
+  assert.equal(s.batcher.stats().batches, 3);
+});
+
+/** Per key, the row ids of its ops in submission order, from a run of `KEYS` submitters. */
+async function orderingRun(ordered: boolean): Promise<{ rowids: bigint[][]; stats: ReturnType<Setup['batcher']['stats']>; injected: Map<Fault, number> }> {
+  const keys = 20;
+  const perKey = 100;
+  const s = setup([], { maxBatchOps: 10, maxResubmits: 1_000 });
+  s.canister.budget = 8;
+  s.network.random = { rng: new Random(0x0123456789abcdefn), percent: 35 };
+  const results: (Result | undefined)[][] = Array.from({ length: keys }, () => Array<Result | undefined>(perKey).fill(undefined));
+  for (let k = 0; k < keys; k++) {
+    void (async () => {
+      for (let i = 0; i < perKey; i++) {
+        const tag = 1 + k * perKey + i;
+        const { outcome } = await s.batcher.enqueue(order(tag), ordered ? { orderingKey: `user ${k}` } : {});
+        void settle(outcome).then((r) => (results[k]![i] = r));
+        if (i % 10 === 0) await new Promise<void>((resolve) => s.scheduler.setTimer((k % 7) * 5, resolve));
+      }
+    })();
+  }
+  await s.scheduler.run(() => results.every((rs) => rs.every((r) => r !== undefined)));
+  let closed = false;
+  void s.batcher.close().then(() => (closed = true));
+  await s.scheduler.run(() => closed);
+  await idle(s, 60_000);
+  assert.equal(s.network.twinsDiffer, 0);
+  assert.equal(s.canister.rows.size, keys * perKey, 'lost ops');
+  assert.ok([...s.canister.rows.values()].every((n) => n === 1), 'an op applied twice');
+  const rowids = results.map((rs, k) =>
+    rs.map((r, i) => {
+      const tag = 1 + k * perKey + i;
+      const rowid = committedRow(r!);
+      assert.notEqual(rowid, undefined, `op ${tag}`);
+      assert.equal(s.canister.orderIds.get(rowid!), tag, `op ${tag} got another op's outcome`);
+      return rowid!;
+    }),
+  );
+  return { rowids, stats: s.batcher.stats(), injected: s.network.injected };
+}
+
+const inversions = (rowids: bigint[][]): number =>
+  rowids.reduce((n, ids) => n + ids.slice(1).filter((id, i) => ids[i]! > id).length, 0);
+
+test('ops sharing an ordering key commit in submission order under random faults; nothing lost, nothing applied twice', async () => {
+  const ordered = await orderingRun(true);
+  const unordered = await orderingRun(false);
+  for (const [k, ids] of ordered.rowids.entries()) {
+    assert.deepEqual(ids, [...ids].sort((a, b) => (a < b ? -1 : a > b ? 1 : 0)), `key ${k}: commit order differs from submission order`);
+  }
+  assert.ok(inversions(unordered.rowids) > 0, 'without keys the faults reorder nothing: the check proves nothing');
+  const st = ordered.stats;
+  console.log(
+    `ordering run: 2000 ops of 20 keys, ${st.batches} batches, ${st.attempts} attempts, ${st.retries} retries, ` +
+      `${st.duplicateReplies} duplicate replies, ${st.resubmitted} resubmitted; faults ${JSON.stringify(Object.fromEntries(ordered.injected))}; ` +
+      `per-key order checked on 2000 ops: ${inversions(ordered.rowids)} out of order (without keys: ${inversions(unordered.rowids)})`,
+  );
+  assert.equal(st.unknown + st.refused, 0);
+  assert.equal(st.outcomes, 2_000);
+  for (const fault of FAULTS) assert.ok((ordered.injected.get(fault) ?? 0) >= 5, `${fault}: ${ordered.injected.get(fault)}`);
+  assert.ok(st.duplicateReplies >= 5 && st.resubmitted >= 50, JSON.stringify(st));
+});

@@ -85,6 +85,7 @@ const op: TodoOp = { write: 'add', params: { title: 'milk', due_ns: null } };
 const generic: DeclaredOp = op;
 writes.check(op);
 export const outcome: Promise<Outcome> = batcher.submit(op);
+export const ordered: Promise<Outcome> = batcher.submit(op, { orderingKey: 'list 1' });
 export const absent: unknown[] = [PackedUserOrders, null as unknown as UserOrderOp];
 export const isInvalid = (e: unknown): boolean => e instanceof InvalidOpError && e.param === generic.write;
 // @ts-expect-error an integer parameter is a bigint

@@ -1,6 +1,7 @@
 //! The full randomized fault run: `cargo run --release -p client_e2e --example fault_run --
-//! [OPS] [SEED]` (default 10,000 ops, a seed from the clock). Prints the counts; exits 1 unless
-//! every op was delivered once and applied exactly once.
+//! [OPS] [SEED] [ordered]` (default 10,000 ops, a seed from the clock; `ordered`: one ordering
+//! key per submitter). Prints the counts; exits 1 unless every op was delivered once and
+//! applied exactly once (and, `ordered`, each submitter's ops committed in its order).
 
 use client_e2e::fault_run::{FaultRunConfig, run};
 
@@ -12,6 +13,7 @@ fn main() -> std::process::ExitCode {
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(0, |d| d.as_nanos() as u64)
     });
+    let ordered = args.next().is_some_and(|a| a == "ordered");
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
@@ -26,11 +28,12 @@ fn main() -> std::process::ExitCode {
     match runtime.block_on(run(FaultRunConfig {
         ops,
         seed,
+        ordered,
         ..FaultRunConfig::default()
     })) {
         Ok(report) => {
             println!("{report}\n  (seed {seed})");
-            if report.exactly_once() {
+            if report.exactly_once() && (!ordered || report.out_of_order == 0) {
                 std::process::ExitCode::SUCCESS
             } else {
                 std::process::ExitCode::from(1)

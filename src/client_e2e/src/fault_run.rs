@@ -5,7 +5,10 @@
 //! task drops and delays answers, stops and restarts the canister and upgrades it, at random.
 //! Then every op is checked against the database: its outcome was delivered once, to its own
 //! submitter (the row id it was told is the row holding its own email), and it was applied
-//! exactly once (one row with its email).
+//! exactly once (one row with its email). With `ordered`, each submitter's ops share an
+//! ordering key (`submit_ordered`), and its rows must have been committed in the order it
+//! submitted them (their row ids, given in commit order, increase); without it, the run counts
+//! the submitters' ops committed out of order all the same.
 //!
 //! Figures: offline replica through a real agent.
 
@@ -44,6 +47,8 @@ pub struct FaultRunConfig {
     pub max_batch_ops: usize,
     /// Seeds the submitters' pauses and the fault schedule.
     pub seed: u64,
+    /// Each submitter's ops share an ordering key.
+    pub ordered: bool,
 }
 
 impl Default for FaultRunConfig {
@@ -53,6 +58,7 @@ impl Default for FaultRunConfig {
             submitters: 8,
             max_batch_ops: 100,
             seed: 1,
+            ordered: false,
         }
     }
 }
@@ -89,6 +95,9 @@ pub struct FaultRunReport {
     pub applied_twice: u64,
     /// Ops told a row id that is not the row of their own email.
     pub misdelivered: u64,
+    /// Ops committed before the op their submitter submitted just before them (row ids are
+    /// given in commit order).
+    pub out_of_order: u64,
     /// Rows of the `users` table.
     pub rows: u64,
     /// The batcher's counters.
@@ -120,9 +129,14 @@ impl fmt::Display for FaultRunReport {
         let x = &self.faults;
         writeln!(
             f,
-            "fault run (offline replica through a real agent): {} ops, {} submitters, at most {} ops per batch, {:.1} s",
+            "fault run (offline replica through a real agent): {} ops, {} submitters{}, at most {} ops per batch, {:.1} s",
             c.ops,
             c.submitters,
+            if c.ordered {
+                ", one ordering key each"
+            } else {
+                ""
+            },
             c.max_batch_ops,
             self.elapsed.as_secs_f64()
         )?;
@@ -138,7 +152,7 @@ impl fmt::Display for FaultRunReport {
         )?;
         write!(
             f,
-            "  outcomes delivered {} (committed {}, failed {}, errors {}); rows {}; lost {}; applied twice {}; delivered to another op {}",
+            "  outcomes delivered {} (committed {}, failed {}, errors {}); rows {}; lost {}; applied twice {}; delivered to another op {}; committed out of their submitter's order {}",
             self.delivered,
             self.committed,
             self.failed,
@@ -146,7 +160,8 @@ impl fmt::Display for FaultRunReport {
             self.rows,
             self.lost,
             self.applied_twice,
-            self.misdelivered
+            self.misdelivered,
+            self.out_of_order
         )
     }
 }
@@ -194,16 +209,23 @@ pub async fn run(config: FaultRunConfig) -> Result<FaultRunReport, E2eError> {
     for k in 0..config.submitters {
         let batcher = batcher.clone();
         let delivered = Arc::clone(&delivered);
-        let (n, count, seed) = (config.ops, config.submitters, config.seed);
+        let (n, count, seed, ordered) =
+            (config.ops, config.submitters, config.seed, config.ordered);
         submitters.push(tokio::spawn(async move {
             let mut rng = StdRng::seed_from_u64(seed ^ ((k as u64 + 1) << 32));
+            let ordering_key = format!("submitter {k}");
             let mut futures = Vec::new();
             for i in (k..n).step_by(count) {
                 let op = UserOrderWrite::create_user {
                     username: format!("u{i}"),
                     email: email(i),
                 };
-                let future = batcher.submit(op, tokio_driver::system_clock()).await;
+                let now = tokio_driver::system_clock();
+                let future = if ordered {
+                    batcher.submit_ordered(op, &ordering_key, now).await
+                } else {
+                    batcher.submit(op, now).await
+                };
                 futures.push((i, future));
                 if rng.gen_ratio(1, 8) {
                     tokio::time::sleep(Duration::from_millis(rng.gen_range(1..40))).await;
@@ -276,8 +298,23 @@ pub async fn run(config: FaultRunConfig) -> Result<FaultRunReport, E2eError> {
             }
         }
     }
+    // Each submitter's ops in the order it submitted them (op `i` is submitter `i % count`'s):
+    // their rows' ids must increase.
+    let mut out_of_order = 0u64;
+    for k in 0..config.submitters {
+        let ids: Vec<i64> = (k..config.ops)
+            .step_by(config.submitters)
+            .filter_map(|i| {
+                rows_of
+                    .get(&email(i))
+                    .and_then(|rows| rows.first().copied())
+            })
+            .collect();
+        out_of_order += ids.windows(2).filter(|w| w[0] > w[1]).count() as u64;
+    }
     Ok(FaultRunReport {
         delivered: delivered.load(Ordering::SeqCst),
+        out_of_order,
         committed,
         failed,
         errors,

@@ -2,12 +2,25 @@
 //! canister's declared writes; `FAULT_RUN_OPS`, default 10,000 ops, about 10 s; `FAULT_RUN_SEED`
 //! repeats a schedule): random dropped and delayed answers, stops and upgrades while eight
 //! submitters write through one batcher. Every op's outcome is delivered once, to its own
-//! submitter, and every op is applied exactly once.
+//! submitter, and every op is applied exactly once; in the second run each submitter's ops
+//! share an ordering key, and are committed in the order it submitted them.
 
-use client_e2e::fault_run::{FaultRunConfig, run};
+use client_e2e::fault_run::{FaultRunConfig, FaultRunReport, run};
 
 #[test]
 fn a_randomized_fault_run_loses_nothing_and_applies_nothing_twice() {
+    fault_run(false);
+}
+
+/// The same run with one ordering key per submitter: besides every op applied once, each
+/// submitter's ops are committed in the order it submitted them, exactly.
+#[test]
+fn a_randomized_fault_run_with_ordering_keys_commits_each_key_in_order() {
+    let report = fault_run(true);
+    assert_eq!(report.out_of_order, 0, "{report}");
+}
+
+fn fault_run(ordered: bool) -> FaultRunReport {
     let ops = std::env::var("FAULT_RUN_OPS")
         .ok()
         .and_then(|v| v.parse().ok())
@@ -25,6 +38,7 @@ fn a_randomized_fault_run_loses_nothing_and_applies_nothing_twice() {
         .block_on(run(FaultRunConfig {
             ops,
             seed,
+            ordered,
             ..FaultRunConfig::default()
         }))
         .expect("the run");
@@ -44,6 +58,7 @@ fn a_randomized_fault_run_loses_nothing_and_applies_nothing_twice() {
         f.dropped_answers + f.delayed_answers + f.stops + f.upgrades > 0,
         "{report}"
     );
+    report
 }
 
 /// A seed from the clock, printed with the report so a failing schedule can be rerun.

@@ -555,3 +555,85 @@ fn bad_configurations_are_refused() {
         assert_eq!(Batcher::new(Codec::new(), config).unwrap_err(), error);
     }
 }
+
+#[test]
+fn an_ordering_key_holds_its_later_ops_until_its_batch_in_flight_is_settled() {
+    let b = batcher(BatcherConfig {
+        max_in_flight: 3,
+        max_queued_ops: 10,
+        ..config()
+    });
+    let mut a1 = b.try_submit_ordered(order(1), "user 1", 0).unwrap();
+    let _a2 = b.try_submit_ordered(order(2), "user 1", 0).unwrap();
+    let _x = b.try_submit(order(100), 0).unwrap();
+    let first = b.take_batch(0).expect("the size trigger");
+    assert_eq!(ops_of(&first), unpacked(&[order(1), order(2), order(100)]));
+    // A later op of the key waits; other keys and unkeyed ops leave past it.
+    let _a3 = b.try_submit_ordered(order(3), "user 1", 1).unwrap();
+    let _b1 = b.try_submit_ordered(order(20), "user 2", 1).unwrap();
+    let _y = b.try_submit(order(101), 1).unwrap();
+    b.flush();
+    let second = b.take_batch(1).expect("flushed");
+    assert_eq!(ops_of(&second), unpacked(&[order(20), order(101)]));
+    assert_eq!(b.due(1), Due::Idle, "only an op of a held key is queued");
+    assert!(b.take_batch(1).is_none());
+    assert_eq!(b.stats().queued, 1);
+    // An unanswered attempt keeps the key held: the retry goes first.
+    let Next::Retry { batch: first, .. } =
+        b.finish(first, Err(SendError::Unknown("timeout".into())), 2)
+    else {
+        panic!("retry");
+    };
+    assert!(b.take_batch(3).is_none());
+    // The retry is answered: the key is free, and its op is due at once (flushed).
+    b.finish(
+        first,
+        Ok(reply(true, &[committed(1), committed(2), committed(3)])),
+        4,
+    );
+    assert_eq!(ready(&mut a1), Some(Ok(committed(1))));
+    assert_eq!(b.due(4), Due::Now);
+    let third = b.take_batch(4).expect("the key is free");
+    assert_eq!(ops_of(&third), unpacked(&[order(3)]));
+    drop(second);
+}
+
+#[test]
+fn ops_of_an_ordering_key_not_executed_go_again_before_its_later_ops() {
+    let b = batcher(BatcherConfig {
+        max_queued_ops: 10,
+        ..config()
+    });
+    let mut futures: Vec<_> = (1..=3)
+        .map(|i| b.try_submit_ordered(order(i), "user 1", 0).unwrap())
+        .collect();
+    let batch = b.take_batch(0).expect("the size trigger");
+    let _a4 = b.try_submit_ordered(order(4), "user 1", 1).unwrap();
+    let _x = b.try_submit(order(100), 1).unwrap();
+    let not_run = Outcome::Failed(OpError {
+        code: 9,
+        message: "not executed: the batch's instruction budget was used up before this op started"
+            .into(),
+    });
+    b.finish(
+        batch,
+        Ok(reply(false, &[committed(1), not_run.clone(), not_run])),
+        2,
+    );
+    assert_eq!(ready(&mut futures[0]), Some(Ok(committed(1))));
+    let again = b.take_batch(2).expect("resubmitted ops are due at once");
+    assert_eq!(ops_of(&again), unpacked(&[order(2), order(3), order(4)]));
+    // A refusal settles the batch too: the key is free again.
+    let _a5 = b.try_submit_ordered(order(5), "user 1", 3).unwrap();
+    b.flush();
+    let unkeyed = b.take_batch(3).expect("the unkeyed op");
+    assert_eq!(ops_of(&unkeyed), unpacked(&[order(100)]));
+    b.finish(again, Ok(refusal(BatchRefusal::NotAuthorized)), 4);
+    assert!(matches!(
+        ready(&mut futures[1]),
+        Some(Err(BatchError::Refused(BatchRefusal::NotAuthorized)))
+    ));
+    let last = b.take_batch(4).expect("the key is free");
+    assert_eq!(ops_of(&last), unpacked(&[order(5)]));
+    drop(unkeyed);
+}
