@@ -781,18 +781,14 @@ impl<C: BatchCodec> Batcher<C> {
         message: String,
         now_ns: u64,
     ) -> Next<C> {
-        match code {
-            RejectCode::SysUnknown => {
-                batch.possibly_executed = true;
-                self.retry(batch, format!("rejected with {code}: {message}"), now_ns)
-            }
-            RejectCode::SysTransient | RejectCode::CanisterError => {
-                self.retry(batch, format!("rejected with {code}: {message}"), now_ns)
-            }
-            _ => {
-                self.settle(batch, BatchError::Rejected { code, message });
-                Next::Done
-            }
+        if code.may_have_run() {
+            batch.possibly_executed = true;
+        }
+        if code.is_retried() {
+            self.retry(batch, format!("rejected with {code}: {message}"), now_ns)
+        } else {
+            self.settle(batch, BatchError::Rejected { code, message });
+            Next::Done
         }
     }
 

@@ -11,25 +11,8 @@ pub const DEFAULT_MAX_BATCH_OPS: usize = 10_000;
 /// Nanoseconds per millisecond.
 const MS: u64 = 1_000_000;
 
-/// How a [`Batcher`](crate::Batcher) forms, sends and retries batches.
-///
-/// | field | default | meaning |
-/// |---|---|---|
-/// | `max_batch_ops` | [`DEFAULT_MAX_BATCH_OPS`] (10,000) | size trigger, and most ops per batch |
-/// | `max_request_bytes` | 2 MiB − 32 KiB | most bytes per request (the IC's message limit minus [`ENVELOPE_RESERVE_BYTES`]) |
-/// | `max_delay_ns` | 50 ms | delay trigger: the oldest queued op waits at most this long |
-/// | `max_queued_ops` | 100,000 | client queue bound: a full queue refuses or waits (backpressure) |
-/// | `max_queued_bytes` | 64 MiB | client queue bound in encoded bytes |
-/// | `max_in_flight` | 4 | batches sent and not yet answered |
-/// | `initial_backoff_ns` | 100 ms | first wait before retrying a batch, doubled per attempt |
-/// | `max_backoff_ns` | 10 s | longest wait between attempts |
-/// | `retry_for_ns` | 24 h | retries stop this long after the batch's key was created |
-/// | `attempt_timeout_ns` | none | an attempt without an answer after this long counts as unknown (drivers) |
-/// | `max_resubmits` | 8 | times an op the canister did not execute is sent again |
-/// | `key_prefix` | drivers set it | 8 bytes that start every key id of this batcher |
-///
-/// `retry_for_ns` must stay below the canister's deduplication window (24 h by default, as
-/// ICRC-1 ledgers use): within it, a retry of a batch that ran is answered, never run again.
+/// How a [`Batcher`](crate::Batcher) forms, sends and retries batches: every setting with its
+/// default is in the crate documentation's [settings table](crate#settings).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct BatcherConfig {
     /// Ops per batch: once this many are queued a batch is due now; no batch holds more. At

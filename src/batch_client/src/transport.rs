@@ -69,6 +69,25 @@ impl RejectCode {
     }
 }
 
+impl RejectCode {
+    /// Whether the batcher sends a batch rejected with this code again, with the same request
+    /// and key: `SYS_TRANSIENT` and `CANISTER_ERROR` (stopped, trapped, out of cycles: nothing
+    /// ran, a later attempt may succeed) and `SYS_UNKNOWN` (the call may have run: the retry is
+    /// answered from the canister's record if it did). Any other code is final.
+    pub fn is_retried(self) -> bool {
+        matches!(
+            self,
+            RejectCode::SysTransient | RejectCode::CanisterError | RejectCode::SysUnknown
+        )
+    }
+
+    /// Whether a call rejected with this code may have run: `SYS_UNKNOWN` (a bounded-wait call
+    /// that timed out). Every other reject of a batch method changed nothing.
+    pub fn may_have_run(self) -> bool {
+        self == RejectCode::SysUnknown
+    }
+}
+
 impl fmt::Display for RejectCode {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "{:?} ({})", self, self.as_u32())

@@ -7,7 +7,7 @@
 import type { BatchCodec } from './codec.js';
 import type { BatchKey } from './types.js';
 import { OrderedQueue } from './queue.js';
-import { RejectCode, SendError, type Transport } from './transport.js';
+import { RejectCode, SendError, type Transport, rejectIsRetried, rejectMayHaveRun } from './transport.js';
 
 /** The IC's largest ingress message: 2 MiB. */
 export const IC_MAX_MESSAGE_BYTES = 2 * 1024 * 1024;
@@ -434,11 +434,8 @@ export class Batcher<Op, O, R> {
       const asRefusal = this.codec.refusalOfReject(code, result.error.message);
       if (asRefusal === undefined) {
         const text = `rejected with code ${code}: ${result.error.message}`;
-        if (code === RejectCode.SysUnknown) {
-          batch.possiblyExecuted = true;
-          return this.retry(batch, text);
-        }
-        if (code === RejectCode.SysTransient || code === RejectCode.CanisterError) return this.retry(batch, text);
+        if (rejectMayHaveRun(code)) batch.possiblyExecuted = true;
+        if (rejectIsRetried(code)) return this.retry(batch, text);
         this.settle(batch, new BatchError<R>('rejected', `the batch was rejected, nothing ran: ${text}`, undefined, code));
         return undefined;
       }

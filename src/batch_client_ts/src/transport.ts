@@ -11,6 +11,21 @@ export enum RejectCode {
 }
 
 /**
+ * Whether the batcher sends a batch rejected with `code` again, with the same request and
+ * key: `SysTransient` and `CanisterError` (stopped, trapped, out of cycles: nothing ran, a
+ * later attempt may succeed) and `SysUnknown` (the call may have run: the retry is answered
+ * from the canister's record if it did). Any other code is final.
+ */
+export function rejectIsRetried(code: RejectCode): boolean {
+  return code === RejectCode.SysTransient || code === RejectCode.CanisterError || code === RejectCode.SysUnknown;
+}
+
+/** Whether a call rejected with `code` may have run: `SysUnknown`; any other reject of a batch method changed nothing. */
+export function rejectMayHaveRun(code: RejectCode): boolean {
+  return code === RejectCode.SysUnknown;
+}
+
+/**
  * Why an attempt got no reply: `unknown` (a timeout, a lost connection: the call may have run)
  * or `rejected` (the system or the canister rejected it; except `SysUnknown`, nothing ran).
  */
