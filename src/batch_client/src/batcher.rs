@@ -5,7 +5,7 @@
 //! pass the time in and do the waiting.
 
 use std::cmp::Reverse;
-use std::collections::{BinaryHeap, HashMap};
+use std::collections::{BinaryHeap, HashMap, HashSet, VecDeque};
 use std::fmt;
 use std::future::Future;
 use std::pin::Pin;
@@ -173,7 +173,7 @@ struct Slot<C: BatchCodec> {
     ordering_key: Option<OrderingKey>,
 }
 
-/// The queue's order: the lowest `seq` first.
+/// The order of ops queued again: the lowest `seq` first.
 impl<C: BatchCodec> Ord for Slot<C> {
     fn cmp(&self, other: &Self) -> std::cmp::Ordering {
         Reverse(self.seq).cmp(&Reverse(other.seq))
@@ -216,9 +216,13 @@ impl<C: BatchCodec> Default for KeyState<C> {
 }
 
 struct State<C: BatchCodec> {
-    /// The queued ops in submission order, except the parked ones; an op whose key has a
-    /// batch in flight is parked when it reaches the front.
-    queue: BinaryHeap<Slot<C>>,
+    /// The queued ops in submission order, except the parked ones and those queued again; an
+    /// op whose key has a batch in flight is parked when it reaches the front.
+    queue: VecDeque<Slot<C>>,
+    /// Ops queued again, out of the queue's order (not executed, or unparked): they go before
+    /// every later op of the queue. Empty but for those, so the queue's order costs nothing
+    /// more than a FIFO when no op is queued again.
+    again: BinaryHeap<Slot<C>>,
     /// Every queued op, parked or not, and their bytes.
     queued: usize,
     queued_bytes: usize,
@@ -244,7 +248,8 @@ impl<C: BatchCodec> State<C> {
         )
     }
 
-    /// Queues `slot` at its place in submission order.
+    /// Queues `slot` at its place in submission order: a new op at the back, an op queued
+    /// again among the others queued again.
     fn push(&mut self, slot: Slot<C>) {
         self.queued += 1;
         self.queued_bytes += slot.len;
@@ -257,31 +262,51 @@ impl<C: BatchCodec> State<C> {
                 self.blocked_bytes += slot.len;
             }
         }
-        self.queue.push(slot);
+        if self.queue.back().is_none_or(|last| last.seq < slot.seq) {
+            self.queue.push_back(slot);
+        } else {
+            self.again.push(slot);
+        }
+    }
+
+    /// The first queued op by submission order, from the queue or from the ops queued again.
+    fn first(&self) -> Option<&Slot<C>> {
+        match (self.queue.front(), self.again.peek()) {
+            (Some(new), Some(again)) if again.seq < new.seq => Some(again),
+            (None, again) => again,
+            (new, _) => new,
+        }
+    }
+
+    /// Takes the op [`first`](Self::first) returns.
+    fn take_first(&mut self) -> Option<Slot<C>> {
+        match (self.queue.front(), self.again.peek()) {
+            (Some(new), Some(again)) if again.seq < new.seq => self.again.pop(),
+            (None, _) => self.again.pop(),
+            _ => self.queue.pop_front(),
+        }
     }
 
     /// The first queued op that may leave now, parking the ops before it whose key has a batch
     /// in flight.
     fn front(&mut self) -> Option<&Slot<C>> {
         loop {
-            let parked = match self.queue.peek()?.ordering_key.as_ref() {
-                Some(key) => self.keys.get(key).is_some_and(|k| k.in_flight),
-                None => false,
+            let key = match self.first()?.ordering_key.as_ref() {
+                Some(key) if self.keys.get(key).is_some_and(|k| k.in_flight) => Arc::clone(key),
+                _ => return self.first(),
             };
-            if !parked {
-                return self.queue.peek();
-            }
-            let slot = self.queue.pop()?;
-            let key = slot.ordering_key.as_ref().map(Arc::clone);
-            if let Some(state) = key.and_then(|key| self.keys.get_mut(&key)) {
-                state.parked.push(slot);
-            }
+            let slot = self.take_first().expect("a first op");
+            self.keys
+                .get_mut(&key)
+                .expect("a key in flight")
+                .parked
+                .push(slot);
         }
     }
 
     /// Takes the front op (after [`front`](Self::front) returned it).
     fn pop_front(&mut self) -> Option<Slot<C>> {
-        let slot = self.queue.pop()?;
+        let slot = self.take_first()?;
         self.queued -= 1;
         self.queued_bytes -= slot.len;
         if let Some(key) = &slot.ordering_key
@@ -316,7 +341,7 @@ impl<C: BatchCodec> State<C> {
             if state.queued == 0 {
                 self.keys.remove(key);
             }
-            self.queue.extend(parked);
+            self.again.extend(parked);
         }
     }
 }
@@ -396,7 +421,8 @@ impl<C: BatchCodec> Batcher<C> {
                 codec,
                 config,
                 state: Mutex::new(State {
-                    queue: BinaryHeap::new(),
+                    queue: VecDeque::new(),
+                    again: BinaryHeap::new(),
                     queued: 0,
                     queued_bytes: 0,
                     blocked: 0,
@@ -640,7 +666,7 @@ impl<C: BatchCodec> Batcher<C> {
             }
             let mut bytes = header;
             let mut slots: Vec<Slot<C>> = Vec::new();
-            let mut ordering_keys: Vec<OrderingKey> = Vec::new();
+            let mut ordering_keys: HashSet<OrderingKey> = HashSet::new();
             // The keys of this batch are held once it is formed: until then their later ops
             // join it, in order.
             while slots.len() < config.max_batch_ops {
@@ -650,13 +676,12 @@ impl<C: BatchCodec> Batcher<C> {
                 }
                 let slot = st.pop_front().expect("the front");
                 bytes += slot.len;
-                if let Some(key) = &slot.ordering_key
-                    && !ordering_keys.contains(key)
-                {
-                    ordering_keys.push(Arc::clone(key));
+                if let Some(key) = &slot.ordering_key {
+                    ordering_keys.insert(Arc::clone(key));
                 }
                 slots.push(slot);
             }
+            let ordering_keys: Vec<OrderingKey> = ordering_keys.into_iter().collect();
             st.hold(&ordering_keys);
             st.in_flight += 1;
             st.stats.batches += 1;

@@ -22,12 +22,17 @@ interface KeyState<S> {
 }
 
 /**
- * Ops in submission order (a min-heap on `seq`), with per ordering key the count of its
- * queued ops and whether a batch holding some of them is in flight. An op whose key has a
- * batch in flight is parked when it reaches the front, and put back in order when the batch
- * is settled. Cost: O(log n) per op queued, taken or parked.
+ * Ops in submission order, with per ordering key the count of its queued ops and whether a
+ * batch holding some of them is in flight. An op whose key has a batch in flight is parked
+ * when it reaches the front, and put back in order when the batch is settled. New ops join a
+ * FIFO; ops queued again (not executed, or unparked) a min-heap on `seq`, and the front is the
+ * lower of the two: without ops queued again, a FIFO's cost.
  */
 export class OrderedQueue<S extends Queued> {
+  /** New ops, in submission order, from `head` on. */
+  private fifo: S[] = [];
+  private head = 0;
+  /** Ops queued again. */
   private readonly heap: S[] = [];
   private readonly keys = new Map<string, KeyState<S>>();
   /** Every queued op, parked or not, and their bytes. */
@@ -59,22 +64,49 @@ export class OrderedQueue<S extends Queued> {
         this.blockedBytes += slot.len;
       }
     }
-    this.heapPush(slot);
+    const last = this.fifo[this.fifo.length - 1];
+    if (this.head === this.fifo.length || last!.seq < slot.seq) this.fifo.push(slot);
+    else this.heapPush(slot);
+  }
+
+  /** Whether the first op by submission order is in the heap of ops queued again. */
+  private firstIsAgain(): boolean {
+    const again = this.heap[0];
+    const next = this.fifo[this.head];
+    return again !== undefined && (next === undefined || again.seq < next.seq);
+  }
+
+  private first(): S | undefined {
+    return this.firstIsAgain() ? this.heap[0] : this.fifo[this.head];
+  }
+
+  private takeFirst(): S {
+    if (this.firstIsAgain()) return this.heapPop()!;
+    const slot = this.fifo[this.head]!;
+    this.head += 1;
+    if (this.head === this.fifo.length) {
+      this.fifo = [];
+      this.head = 0;
+    } else if (this.head >= 1024 && this.head * 2 >= this.fifo.length) {
+      this.fifo = this.fifo.slice(this.head);
+      this.head = 0;
+    }
+    return slot;
   }
 
   /** The first op that may leave now; the ops before it whose key has a batch in flight are parked. */
   front(): S | undefined {
     for (;;) {
-      const top = this.heap[0];
+      const top = this.first();
       const key = top?.orderingKey === undefined ? undefined : this.keys.get(top.orderingKey);
       if (top === undefined || key === undefined || !key.inFlight) return top;
-      key.parked.push(this.heapPop()!);
+      key.parked.push(this.takeFirst());
     }
   }
 
   /** Takes the op {@link front} returned. */
   popFront(): S {
-    const slot = this.heapPop()!;
+    const slot = this.takeFirst();
     this.length -= 1;
     this.bytes -= slot.len;
     const key = slot.orderingKey === undefined ? undefined : this.keys.get(slot.orderingKey);
