@@ -14,31 +14,35 @@ export const IC_MAX_MESSAGE_BYTES = 2 * 1024 * 1024;
 /** Bytes left for the envelope of an ingress message (signature, delegations, ...). */
 export const ENVELOPE_RESERVE_BYTES = 32 * 1024;
 
-/** How a {@link Batcher} forms, sends and retries batches (all optional, defaults below). */
+/**
+ * How a {@link Batcher} forms, sends and retries batches. Every setting with its default is in
+ * the README's settings table (the defaults are {@link defaultConfig}'s, the Rust client's,
+ * checked by test/twins.test.ts).
+ */
 export interface BatcherConfig {
-  /** Size trigger and most ops per batch (10,000: the reference canister's limit). */
+  /** Size trigger, and most ops per batch. */
   maxBatchOps: number;
-  /** Most bytes per request (2 MiB minus 32 KiB for the envelope). */
+  /** Most bytes per request (the codec's header and the ops). */
   maxRequestBytes: number;
-  /** Delay trigger: the oldest queued op waits at most this long (50 ms). */
+  /** Delay trigger: the oldest queued op waits at most this long. */
   maxDelayMs: number;
-  /** Client queue bound in ops (100,000); `enqueue` waits for room, `trySubmit` throws. */
+  /** Client queue bound in ops; `enqueue` waits for room, `trySubmit` throws. */
   maxQueuedOps: number;
-  /** Client queue bound in bytes (64 MiB). */
+  /** Client queue bound in bytes. */
   maxQueuedBytes: number;
-  /** Batches in flight at once (4); they may run in any order (see {@link SubmitOptions.orderingKey}). */
+  /** Batches in flight at once; they may run in any order (see {@link SubmitOptions.orderingKey}). */
   maxInFlight: number;
-  /** First wait before a retry (100 ms), doubled per attempt. */
+  /** First wait before a retry, doubled per attempt. */
   initialBackoffMs: number;
-  /** Longest wait between attempts (10 s). */
+  /** Longest wait between attempts. */
   maxBackoffMs: number;
-  /** Retries stop this long after the key was created (24 h, the canister's default window). */
+  /** Retries stop this long after the key was created (below the canister's window). */
   retryForMs: number;
-  /** An attempt unanswered after this long is abandoned as unknown (its call aborted) and retried (none). */
+  /** An attempt unanswered after this long is abandoned as unknown (its call aborted) and retried; `undefined`: never. */
   attemptTimeoutMs: number | undefined;
-  /** Times an op the canister did not execute is sent again under a new key (8). */
+  /** Times an op the canister did not execute is sent again under a new key. */
   maxResubmits: number;
-  /** 8 bytes that start every key id (random by default). */
+  /** 8 bytes that start every key id of the batcher. */
   keyPrefix: Uint8Array;
 }
 
