@@ -6,6 +6,7 @@ use std::marker::PhantomData;
 
 use batch_types::declare::{BatchRefusal, Blob, PackedWritesResult, Writes, encode_request};
 use batch_types::packed;
+use batch_types::retry::{self, Retry};
 use batch_types::{Outcome, WriteError};
 
 use crate::transport::RejectCode;
@@ -184,14 +185,9 @@ impl<W: Writes> BatchCodec for Declared<W> {
         None
     }
 
+    /// As `batch_types::retry`'s table says of `refusal` (`Refused` as its `WriteError`).
     fn refusal_kind(&self, refusal: &BatchRefusal) -> RefusalKind {
-        match refusal {
-            BatchRefusal::Refused(error) => RefusalKind::of_write_error(error),
-            BatchRefusal::NotAuthorized
-            | BatchRefusal::InvalidParam(_)
-            | BatchRefusal::DeclarationMismatch { .. }
-            | BatchRefusal::Malformed { .. } => RefusalKind::Final,
-        }
+        RefusalKind::of_rule(retry::of_batch_refusal(refusal))
     }
 
     fn not_executed(&self, outcome: &Outcome) -> bool {
@@ -201,20 +197,22 @@ impl<W: Writes> BatchCodec for Declared<W> {
 
 impl RefusalKind {
     /// What the batcher does with a canister's [`WriteError`] refusing a whole batch (every
-    /// keyed batch method of ic-rusqlite-batch refuses with one): `TooOld` as
-    /// [`RefusalKind::TooOld`]; a full deduplication store, a database error (the transaction
-    /// could not begin) and a full queue are retried; the others are final.
+    /// keyed batch method of ic-rusqlite-batch refuses with one), as `batch_types::retry`'s
+    /// table says: `TooOld` as [`RefusalKind::TooOld`]; a full deduplication store, a database
+    /// error (the transaction could not begin) and a full queue are retried; the others are
+    /// final.
     pub fn of_write_error(error: &WriteError) -> RefusalKind {
-        match error {
-            WriteError::TooOld { .. } => RefusalKind::TooOld,
-            WriteError::StoreFull { .. }
-            | WriteError::Database(_)
-            | WriteError::QueueFull { .. }
-            | WriteError::QueueBytesFull { .. } => RefusalKind::Retry,
-            WriteError::CreatedInFuture { .. }
-            | WriteError::DigestMismatch { .. }
-            | WriteError::Invalid(_)
-            | WriteError::NotAuthorized => RefusalKind::Final,
+        RefusalKind::of_rule(retry::of_write_error(error))
+    }
+
+    /// The batcher's handling of a refusal the retry table gives `rule`.
+    fn of_rule(rule: Retry) -> RefusalKind {
+        match rule {
+            Retry::Never => RefusalKind::Final,
+            Retry::Expired => RefusalKind::TooOld,
+            Retry::SameKey => RefusalKind::Retry,
+            // The table gives it only to an outcome (`NotExecuted`), never to a refusal.
+            Retry::NewBatch => unreachable!("a refusal whose rule is NewBatch"),
         }
     }
 }
@@ -223,7 +221,7 @@ impl RefusalKind {
 /// instruction budget ended before it), so that it may be sent again: the retry table of
 /// `batch_types::retry`. An op interrupted while running did start, and is not one.
 pub fn is_not_executed(outcome: &Outcome) -> bool {
-    batch_types::retry::of_outcome(outcome) == batch_types::retry::Retry::NewBatch
+    retry::of_outcome(outcome) == Retry::NewBatch
 }
 
 #[cfg(test)]

@@ -12,7 +12,11 @@
 //!   decodes, with what the batcher does with it (final, too old, retried);
 //! - `rejects`: for each reject code, whether the batch is sent again and whether it may have
 //!   run;
-//! - `not_executed`: outcomes, and whether each says the op did not run.
+//! - `outcomes`: a reply holding every kind of outcome in every record of the packed format,
+//!   each outcome as an agent decodes it and whether the op is sent again (only
+//!   `NotExecuted`, as `batch_types::retry`'s table says; the table itself is
+//!   `batch_types/testdata/retry_rules.json`, which the TypeScript client's table is checked
+//!   against).
 //!
 //! The samples cover every variant of the Candid types (checked against their type), so a
 //! variant added in Rust fails here until the samples, the file and the TypeScript client have
@@ -309,41 +313,68 @@ fn rejects() -> Vec<Value> {
         .collect()
 }
 
-fn not_executed() -> Vec<Value> {
+/// A reply of the outcomes of every kind, in every record of the packed format (a committed
+/// run, one committed, one failed, a failure repeated, ops not executed), as the canister
+/// sends it, with each outcome as an agent decodes it and whether the client sends its op
+/// again. The failure whose message starts with "not executed" is a failure: only the
+/// `NotExecuted` variant is read as one.
+fn outcomes() -> Value {
     let failed = |code: i32, message: &str| {
         Outcome::Failed(OpError {
             code,
             message: message.into(),
         })
     };
-    [
+    let committed = |last_insert_rowid| Outcome::Committed {
+        rows_changed: 1,
+        last_insert_rowid,
+    };
+    let outcomes = vec![
+        committed(7),
+        committed(8),
+        committed(9),
         Outcome::Committed {
-            rows_changed: 1,
-            last_insert_rowid: 7,
+            rows_changed: 2,
+            last_insert_rowid: 0,
         },
-        failed(
-            9,
-            "not executed: the batch's instruction budget (50 instructions) was used up before this op started",
-        ),
+        failed(19, "UNIQUE constraint failed: users.email"),
         failed(9, "interrupted: the op used up its instruction budget"),
         failed(787, "not executed: FOREIGN KEY constraint failed"),
-        failed(19, "UNIQUE constraint failed: users.email"),
-    ]
-    .into_iter()
-    .map(|outcome| {
-        let json = match &outcome {
-            Outcome::Committed {
-                rows_changed,
-                last_insert_rowid,
-            } => json!({ "Committed": {
-                "rows_changed": rows_changed.to_string(),
-                "last_insert_rowid": last_insert_rowid.to_string(),
-            }}),
-            Outcome::Failed(e) => json!({ "Failed": { "code": e.code, "message": e.message } }),
-        };
-        json!({ "outcome": json, "not_executed": is_not_executed(&outcome) })
-    })
-    .collect()
+        failed(787, "not executed: FOREIGN KEY constraint failed"),
+        Outcome::NotExecuted,
+        Outcome::NotExecuted,
+    ];
+    let reply = candid::encode_one(PackedWritesResult::Ok(Blob::from(
+        batch_types::packed::encode_reply(false, &outcomes),
+    )))
+    .unwrap();
+    let codec = Declared::<TwinWrite>::new();
+    match codec.decode(&reply, outcomes.len()).unwrap() {
+        Reply::Executed {
+            outcomes: decoded, ..
+        } => assert_eq!(decoded, outcomes),
+        Reply::Refused(r) => panic!("refused: {r}"),
+    }
+    let samples: Vec<Value> = outcomes
+        .iter()
+        .map(|outcome| {
+            json!({
+                "outcome": agent_json(&IDLValue::try_from_candid_type(outcome).unwrap()),
+                "not_executed": is_not_executed(outcome),
+            })
+        })
+        .collect();
+    // Every variant has a sample.
+    let mut names: Vec<String> = samples
+        .iter()
+        .flat_map(|s| s["outcome"].as_object().unwrap().keys().cloned())
+        .collect();
+    names.sort();
+    names.dedup();
+    let mut expected = variants(Outcome::ty());
+    expected.sort();
+    assert_eq!(names, expected);
+    json!({ "reply": hex(&reply), "outcomes": samples })
 }
 
 fn twins() -> Value {
@@ -351,7 +382,7 @@ fn twins() -> Value {
         "settings": settings(),
         "refusals": refusals(),
         "rejects": rejects(),
-        "not_executed": not_executed(),
+        "outcomes": outcomes(),
     })
 }
 

@@ -610,14 +610,12 @@ fn ops_of_an_ordering_key_not_executed_go_again_before_its_later_ops() {
     let batch = b.take_batch(0).expect("the size trigger");
     let _a4 = b.try_submit_ordered(order(4), "user 1", 1).unwrap();
     let _x = b.try_submit(order(100), 1).unwrap();
-    let not_run = Outcome::Failed(OpError {
-        code: 9,
-        message: "not executed: the batch's instruction budget was used up before this op started"
-            .into(),
-    });
     b.finish(
         batch,
-        Ok(reply(false, &[committed(1), not_run.clone(), not_run])),
+        Ok(reply(
+            false,
+            &[committed(1), Outcome::NotExecuted, Outcome::NotExecuted],
+        )),
         2,
     );
     assert_eq!(ready(&mut futures[0]), Some(Ok(committed(1))));
