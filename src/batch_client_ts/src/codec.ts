@@ -5,6 +5,7 @@
  */
 import { IDL } from '@icp-sdk/core/candid';
 
+import { type Retry, retryOf } from './retry.js';
 import type { RejectCode } from './transport.js';
 import type { BatchKey, Outcome } from './types.js';
 
@@ -102,18 +103,29 @@ export interface WriteRefusal {
   error: WriteError;
 }
 
-const RETRY_REFUSALS = new Set(['StoreFull', 'Database', 'QueueFull', 'QueueBytesFull']);
+/** The batcher's handling of a refusal the retry table gives `rule`. */
+export function refusalKindOfRule(rule: Retry): RefusalKind {
+  switch (rule) {
+    case 'Never':
+      return 'final';
+    case 'Expired':
+      return 'tooOld';
+    case 'SameKey':
+      return 'retry';
+    case 'NewBatch':
+      throw new Error('the retry table gives NewBatch only to an outcome, not to a refusal');
+  }
+}
 
 /**
  * What the batcher does with a `WriteError` refusing a whole batch (every keyed batch method of
- * ic-rusqlite-batch refuses with one): `TooOld` is `tooOld`; a full deduplication store, a
- * database error (the transaction could not begin) and a full queue are retried; the others
- * (`Invalid`, `NotAuthorized`, `CreatedInFuture`, `DigestMismatch`) are final.
+ * ic-rusqlite-batch refuses with one), as the retry table ({@link RETRY_RULES}) says: `TooOld`
+ * is `tooOld`; a full deduplication store, a database error (the transaction could not begin)
+ * and a full queue are retried; the others (`Invalid`, `NotAuthorized`, `CreatedInFuture`,
+ * `DigestMismatch`) are final.
  */
 export function refusalKindOfWriteError(error: WriteError): RefusalKind {
-  const name = Object.keys(error)[0]!;
-  if (name === 'TooOld') return 'tooOld';
-  return RETRY_REFUSALS.has(name) ? 'retry' : 'final';
+  return refusalKindOfRule(retryOf('WriteError', error));
 }
 
 /** `error`'s fields as text: `field value, ...` (a variant as its name). */
@@ -131,16 +143,13 @@ export function refusalOf(error: WriteError): WriteRefusal {
   return { name, detail: fieldsText(value), error };
 }
 
-/** `SQLITE_INTERRUPT`, the code of ops interrupted or not reached. */
-const SQLITE_INTERRUPT = 9;
-
 /**
- * Whether `outcome` says the op did not run at all: code 9 (`SQLITE_INTERRUPT`) with the
- * message `not executed: ...` (the batch's instruction budget ended before it). An op
- * interrupted while running (`interrupted: ...`) did start, and is not one.
+ * Whether `outcome` says the op did not run at all (`NotExecuted`: its batch's instruction
+ * budget ended before it), so that the batcher sends it again: the retry table's `NewBatch`.
+ * An op interrupted while running did start, and failed.
  */
 export function isNotExecuted(outcome: Outcome): boolean {
-  return 'Failed' in outcome && outcome.Failed.code === SQLITE_INTERRUPT && outcome.Failed.message.startsWith('not executed: ');
+  return retryOf('Outcome', outcome) === 'NewBatch';
 }
 
 /** Candid framing of a blob argument: magic, type table, argument type, LEB128 length. */

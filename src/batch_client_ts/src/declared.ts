@@ -47,9 +47,11 @@ import {
   WRITE_ERROR,
   type WriteError,
   isNotExecuted,
+  refusalKindOfRule,
   refusalKindOfWriteError,
   refusalOf,
 } from './codec.js';
+import { retryOf } from './retry.js';
 import type { BatchKey, Outcome } from './types.js';
 import type { RejectCode } from './transport.js';
 import { I64_MAX, I64_MIN, Reader, Writer, putOutcomes, readOutcomes, utf8Encoder } from './wire.js';
@@ -403,9 +405,11 @@ export class DeclaredWrites<Op extends DeclaredOp = DeclaredOp> implements Batch
     return undefined;
   }
 
-  /** `Refused` as its `WriteError` says (`TooOld`; retried: a full store or queue, a database error); the others final. */
+  /** As the retry table says of the refusal: `Refused` as its `WriteError` (`TooOld`; retried: a full store or queue, a database error); the others final. */
   refusalKind(refusal: DeclaredRefusal): RefusalKind {
-    return 'Refused' in refusal.refusal ? refusalKindOfWriteError(refusal.refusal.Refused) : 'final';
+    return 'Refused' in refusal.refusal
+      ? refusalKindOfWriteError(refusal.refusal.Refused)
+      : refusalKindOfRule(retryOf('BatchRefusal', refusal.refusal));
   }
 
   notExecuted(outcome: Outcome): boolean {

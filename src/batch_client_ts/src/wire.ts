@@ -2,13 +2,15 @@
  * The primitives both packed formats share (the reference canister's, `packed.ts`, and the
  * generic one of declared writes, `declared.ts`): varints, zigzag, little-endian floats,
  * length-prefixed text and bytes, and the outcome records (one committed, one failed, a run of
- * committed outcomes). Internal to the package: its public names are re-exported where used.
+ * committed outcomes, a failure repeated, ops not executed). Internal to the package: its public names are re-exported where used.
  */
 import type { Outcome } from './types.js';
 
 const COMMITTED = 0;
 const FAILED = 1;
 const COMMITTED_RUN = 2;
+const FAILED_REPEAT = 3;
+const NOT_EXECUTED = 4;
 /** The shortest run {@link putOutcomes} writes as one record. */
 const MIN_RUN = 3;
 
@@ -261,13 +263,46 @@ export function putOutcomes(w: Writer, outcomes: readonly Outcome[]): void {
       w.byte(COMMITTED);
       w.uint(o.Committed.rows_changed);
       w.sint(o.Committed.last_insert_rowid);
+      i += 1;
+      continue;
+    }
+    const count = repeats(outcomes, i);
+    if ('NotExecuted' in o) {
+      w.byte(NOT_EXECUTED);
+      w.uint(BigInt(count));
     } else {
-      w.byte(FAILED);
+      if (count === 1) {
+        w.byte(FAILED);
+      } else {
+        w.byte(FAILED_REPEAT);
+        w.uint(BigInt(count));
+      }
       w.sint(BigInt(o.Failed.code));
       w.text(o.Failed.message);
     }
-    i += 1;
+    i += count;
   }
+}
+
+/** How many outcomes from `i` on equal the one at `i` (a failure, or not executed). */
+function repeats(outcomes: readonly Outcome[], i: number): number {
+  const same = (a: Outcome, b: Outcome): boolean =>
+    'NotExecuted' in a
+      ? 'NotExecuted' in b
+      : 'Failed' in a && 'Failed' in b && a.Failed.code === b.Failed.code && a.Failed.message === b.Failed.message;
+  let end = i + 1;
+  while (end < outcomes.length && same(outcomes[i]!, outcomes[end]!)) end += 1;
+  return end - i;
+}
+
+/** A record's `count` of outcomes: 1 to `room`. */
+function runLength(r: Reader, room: number): number {
+  const at = r.offset;
+  const count = r.uint('count');
+  if (count === 0n || count > BigInt(room)) {
+    throw new PackedError(at, `a run of ${count} outcomes (1 to ${room} expected)`);
+  }
+  return Number(count);
 }
 
 export function readOutcomes(r: Reader, maxOutcomes: number): Outcome[] {
@@ -300,11 +335,19 @@ export function readOutcomes(r: Reader, maxOutcomes: number): Outcome[] {
         outcomes.push({ Committed: { rows_changed, last_insert_rowid: r.sint('last_insert_rowid') } });
         break;
       }
-      case FAILED: {
+      case FAILED:
+      case FAILED_REPEAT: {
+        const count = tag === FAILED_REPEAT ? runLength(r, maxOutcomes - outcomes.length) : 1;
         const at = r.offset;
         const code = r.sint('code');
         if (code < -(2n ** 31n) || code >= 2n ** 31n) throw new PackedError(at, 'code does not fit in 32 bits');
-        outcomes.push({ Failed: { code: Number(code), message: r.text('message') } });
+        const message = r.text('message');
+        for (let k = 0; k < count; k++) outcomes.push({ Failed: { code: Number(code), message } });
+        break;
+      }
+      case NOT_EXECUTED: {
+        const count = runLength(r, maxOutcomes - outcomes.length);
+        for (let k = 0; k < count; k++) outcomes.push({ NotExecuted: null });
         break;
       }
       default:

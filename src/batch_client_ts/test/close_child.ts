@@ -18,5 +18,5 @@ const batcher = new Batcher(writes, new AgentTransport(agent, Principal.fromText
 const outcomes = ['bread', 'eggs', 'milk'].map((title) => batcher.submit({ write: 'add', params: { title, due_ns: null } }));
 await batcher.close();
 const closedAt = Date.now();
-const ids = (await Promise.all(outcomes)).map((o) => ('Committed' in o ? String(o.Committed.last_insert_rowid) : o.Failed.message));
+const ids = (await Promise.all(outcomes)).map((o) => ('Committed' in o ? String(o.Committed.last_insert_rowid) : JSON.stringify(o)));
 console.log(JSON.stringify({ closedAt, ids, stats: batcher.stats() }));

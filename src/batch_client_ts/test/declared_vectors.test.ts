@@ -41,6 +41,7 @@ function outcome(json: Record<string, Record<string, string | number>>): Outcome
   if (c !== undefined) {
     return { Committed: { rows_changed: BigInt(c.rows_changed!), last_insert_rowid: BigInt(c.last_insert_rowid!) } };
   }
+  if ('NotExecuted' in json) return { NotExecuted: null };
   return { Failed: { code: json.Failed!.code as number, message: json.Failed!.message as string } };
 }
 

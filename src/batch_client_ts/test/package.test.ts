@@ -147,7 +147,7 @@ try {
   invalid = error.constructor.name + ': ' + error.message;
 }
 await batcher.close();
-const outcomes = (await Promise.all(added)).map((o) => ('Committed' in o ? String(o.Committed.last_insert_rowid) : o.Failed.message));
+const outcomes = (await Promise.all(added)).map((o) => ('Committed' in o ? String(o.Committed.last_insert_rowid) : 'Failed' in o ? o.Failed.message : 'not executed'));
 const reference = ['PackedUserOrders', 'PACKED_RESULT', 'encodeKeyedOps', 'decodeKeyedOutcomes'].filter((name) => name in pkg);
 console.log(JSON.stringify({ packed, digest: writes.digestHex, outcomes, invalid, reference }));
 `,

@@ -21,6 +21,7 @@ export async function addTodo(batcher: TodoBatcher, title: string, dueNs: bigint
   try {
     const outcome = await batcher.submit({ write: 'add', params: { title, due_ns: dueNs } });
     if ('Failed' in outcome) throw new Error(`not added: ${outcome.Failed.message}`);
+    if ('NotExecuted' in outcome) throw new Error('not added: its batches ran out of instructions before it, each time');
     return outcome.Committed.last_insert_rowid;
   } catch (error) {
     if (error instanceof InvalidOpError) {

@@ -126,7 +126,7 @@ export class SimCanister {
 
   private run(op: UserOrderOp, index: number): Outcome {
     if (index >= this.budget) {
-      return { Failed: { code: 9, message: "not executed: the batch's instruction budget was used up before this op started" } };
+      return { NotExecuted: null };
     }
     if ('CreateOrder' in op) {
       if (op.CreateOrder.user_id !== 1n) return { Failed: { code: 787, message: 'FOREIGN KEY constraint failed' } };

@@ -2,14 +2,15 @@
 // (src/batch_client/testdata/client_twins.json, by its tests/twins.rs): the same settings with
 // the same defaults (and this README's table saying so), the same typed refusals decoded to
 // the same values and treated alike (final, too old, retried), the same rule for reject codes,
-// the same outcomes taken as "not executed". A change on either side fails here or there.
+// every outcome record decoded alike with only NotExecuted sent again, and the same retry table
+// (ic-rusqlite-batch-types' testdata/retry_rules.json). A change on either side fails here or there.
 import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
 import { test } from 'node:test';
 
 import {
   DeclaredWrites,
-  type Outcome,
+  RETRY_RULES,
   RejectCode,
   defaultConfig,
   isNotExecuted,
@@ -22,7 +23,7 @@ interface Twins {
   settings: { name: string; value: number | null; default: string }[];
   refusals: { reply: string; refusal: unknown; kind: string }[];
   rejects: { code: number; retried: boolean; may_have_run: boolean }[];
-  not_executed: { outcome: Record<string, Record<string, string | number>>; not_executed: boolean }[];
+  outcomes: { reply: string; outcomes: { outcome: Record<string, unknown>; not_executed: boolean }[] };
 }
 
 const twins = JSON.parse(
@@ -101,12 +102,22 @@ test('every reject code is retried, and may have run, as in Rust', () => {
   );
 });
 
-test('the outcomes Rust takes as "not executed" are the ones taken so here', () => {
-  for (const { outcome, not_executed } of twins.not_executed) {
-    const value: Outcome =
-      'Committed' in outcome
-        ? { Committed: { rows_changed: BigInt(outcome.Committed!.rows_changed!), last_insert_rowid: BigInt(outcome.Committed!.last_insert_rowid!) } }
-        : { Failed: { code: outcome.Failed!.code as number, message: outcome.Failed!.message as string } };
-    assert.equal(isNotExecuted(value), not_executed, JSON.stringify(outcome));
-  }
+test('a reply of every outcome record decodes to the outcomes Rust encoded, and only NotExecuted is sent again', () => {
+  const { reply, outcomes } = twins.outcomes;
+  const decoded = new DeclaredWrites(vectorDeclaration()).decode(unhex(reply), outcomes.length);
+  assert.equal(decoded.kind, 'executed');
+  if (decoded.kind !== 'executed') return;
+  assert.deepEqual(json(decoded.outcomes), outcomes.map((o) => o.outcome));
+  assert.deepEqual(
+    decoded.outcomes.map((o) => isNotExecuted(o)),
+    outcomes.map((o) => o.not_executed),
+  );
+  assert.ok(outcomes.some((o) => 'NotExecuted' in o.outcome) && outcomes.some((o) => !o.not_executed));
+});
+
+test("the retry table is ic-rusqlite-batch-types' (batch_types::retry::RULES)", () => {
+  const rust = JSON.parse(
+    readFileSync(new URL('../../../batch_types/testdata/retry_rules.json', import.meta.url), 'utf8'),
+  ) as unknown;
+  assert.deepEqual(RETRY_RULES, rust);
 });

@@ -76,6 +76,7 @@ function outcome(json: Record<string, Record<string, string | number>>): Outcome
       },
     };
   }
+  if ('NotExecuted' in json) return { NotExecuted: null };
   const failed = json.Failed!;
   return { Failed: { code: failed.code as number, message: failed.message as string } };
 }
