@@ -2,7 +2,8 @@
  * The primitives both packed formats share (the reference canister's, `packed.ts`, and the
  * generic one of declared writes, `declared.ts`): varints, zigzag, little-endian floats,
  * length-prefixed text and bytes, and the outcome records (one committed, one failed, a run of
- * committed outcomes, a failure repeated, ops not executed). Internal to the package: its public names are re-exported where used.
+ * committed outcomes, a failure repeated, ops not executed). Internal to the package: its public
+ * names are re-exported where used.
  */
 import type { Outcome } from './types.js';
 
