@@ -11,6 +11,7 @@ use bench_suite::progress::Progress;
 use bench_suite::regression::DEFAULT_THRESHOLD_PCT;
 use bench_suite::suite::Scale;
 use clap::{Parser, Subcommand};
+use offline_engine::Metering;
 
 #[derive(Parser)]
 #[command(
@@ -103,6 +104,10 @@ enum Command {
         /// Also write a short Markdown summary for a pull request here.
         #[arg(long)]
         summary: Option<PathBuf>,
+        /// The metering profile (`src/offline_engine/METERING.md` §10) of canbench's server
+        /// (passed to it as `OFFLINE_ENGINE_METERING`) and of the direct run.
+        #[arg(long, env = "OFFLINE_ENGINE_METERING", default_value = "pocketic-13")]
+        metering: Metering,
     },
     /// The message-level runs (unbatched, submit + timer, client batch) through the pocket-ic
     /// client, beside the in-process runs of the same modes: prints a Markdown table labelled
@@ -165,7 +170,16 @@ fn real_main() -> Result<ExitCode> {
             threshold,
             trace,
             summary,
-        } => commands::canbench_check::run(config, runner, threshold, trace, summary.as_deref(), p),
+            metering,
+        } => commands::canbench_check::run(
+            config,
+            runner,
+            threshold,
+            trace,
+            summary.as_deref(),
+            metering,
+            p,
+        ),
         Command::Messages {
             runtime,
             n,
