@@ -109,6 +109,14 @@ enum Command {
         #[arg(long, env = "OFFLINE_ENGINE_METERING", default_value = "pocketic-13")]
         metering: Metering,
     },
+    /// Where the pages of one create_order per message and of packed batches of 1,000 and
+    /// 10,000 go on a deployable wasm, by region, under both metering profiles (how a lever is
+    /// measured against the reference).
+    Pages {
+        /// The deployable canister wasm (built by scripts/build.sh).
+        #[arg(long, default_value = "target/canister/bench_canister.wasm")]
+        wasm: PathBuf,
+    },
     /// The message-level runs (unbatched, submit + timer, client batch) through the pocket-ic
     /// client, beside the in-process runs of the same modes: prints a Markdown table labelled
     /// with the runtime the figures came from. Against offline-pocket-ic it fails (exit 1) when
@@ -162,6 +170,7 @@ fn real_main() -> Result<ExitCode> {
             wasms,
         } => commands::check::run(&baseline, threshold, summary.as_deref(), &wasms, p),
         Command::Estimate { results, load } => commands::estimate::run(&results, &load),
+        Command::Pages { wasm } => commands::pages::run(&wasm, p),
         Command::Reliability { wasm } => commands::reliability::run(&wasm, p),
         Command::BudgetFloor { wasm, divisor } => commands::budget_floor::run(&wasm, divisor, p),
         Command::CanbenchCheck {

@@ -76,7 +76,13 @@ pub fn run(
             )?);
         }
     }
-    let regions = page_regions(config, &engine, &deployable, fees, progress)?;
+    let regions = page_regions(
+        &config.deployable_wasm,
+        &engine,
+        &deployable,
+        fees,
+        progress,
+    )?;
     Ok(ProfileRun {
         regions,
         metering: metering.name.to_string(),
@@ -94,9 +100,10 @@ pub fn run(
 }
 
 /// The pages of one `create_order` per message and of packed batches of 1,000 and 10,000 by
-/// region, under `engine`'s profile (the tracker's) and the rules of PocketIC 13.
-fn page_regions(
-    config: &SuiteConfig,
+/// region, on the deployable wasm at `path` (loaded into `engine` as `deployable`), under
+/// `engine`'s profile (the tracker's) and the rules of PocketIC 13.
+pub fn page_regions(
+    path: &std::path::Path,
     engine: &offline_engine::Engine,
     deployable: &offline_engine::Program,
     fees: &FeeSchedule,
@@ -104,12 +111,10 @@ fn page_regions(
 ) -> Result<Vec<crate::regions::WorkloadPages>> {
     use crate::engine_runs::PageWorkload;
     use crate::regions::{self, HeapLayout};
-    let wasm = std::fs::read(&config.deployable_wasm)
-        .with_context(|| format!("reading {}", config.deployable_wasm.display()))?;
+    let wasm = std::fs::read(path).with_context(|| format!("reading {}", path.display()))?;
     let heap = HeapLayout::of(&wasm)?;
     let old_engine = engine_runs::engine()?;
-    let old_program =
-        engine_runs::load(&old_engine, &config.deployable_wasm, BUILD_HINT_DEPLOYABLE)?;
+    let old_program = engine_runs::load(&old_engine, path, BUILD_HINT_DEPLOYABLE)?;
     let mut workloads = vec![(
         "one `create_order` per message".to_string(),
         1,
