@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The main job: installs the tools it needs, builds the reference canister's two wasms, the
 # canbench wasm of its peer on ic-sqlite-vfs (canisters/vfs_canister, whose benches the suite runs
-# beside the reference's) and the suite, and runs the benchmark suite on the offline engine (wasmtime with the IC's metering),
+# beside the reference's) and the suite, and runs the benchmark suite on the offline engine (wasmtime with the IC's metering;
+# under both metering profiles, the replica's deterministic memory tracker in a thread beside the rules of PocketIC 13),
 # writing bench/REPORT.md, bench/results.json and bench/*.svg|png; it ends with the summary table.
 # Usage: scripts/bench.sh [full|ci]   (default full: the scale of the ic-rusqlite users/orders
 #        benchmark, 100k users and 1M orders)
@@ -27,7 +28,7 @@ step "canister wasm (deployable)" "1 min first run, 1 s later" scripts/build.sh
 step "canister wasm (canbench)" "15 s first run, 1 s later" canbench_wasm
 step "peer canister wasm (ic-sqlite-vfs, canbench)" "40 s first run, 1 s later" peer_canbench_wasm
 step "suite build" "7 min first run, 1 s later" cargo build --release -p bench_suite
-step "suite run ($scale scale)" "4.5 min at full scale, less at CI scale" \
+step "suite run ($scale scale)" "6 min at full scale, 2 min at CI scale" \
   target/release/bench-suite run --scale "$scale" --out bench \
   --peer-canbench-wasm target/canister/vfs_canister_canbench.wasm
 echo

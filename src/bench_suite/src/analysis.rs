@@ -753,6 +753,8 @@ mod tests {
             cycles: [0, 0],
             cycles_per_million_ops: [cycles_per_million, 0],
             usd_per_million_ops: [0.0, 0.0],
+            changed_pages: 0,
+            tracked: Default::default(),
         }
     }
 

@@ -26,6 +26,7 @@ use serde::Deserialize;
 use crate::engine_runs::{self, CanbenchFigures};
 use crate::progress::Progress;
 use crate::regression::{self, Change};
+use offline_engine::Metering;
 
 /// The parts of a canbench configuration (`canbench.yml` schema) the gate reads.
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
@@ -178,14 +179,21 @@ pub fn committed_results(repo: &Path, path: &Path) -> Result<CanbenchResults> {
 /// is read from `HEAD` first, then `runner --persist --csv --show-summary` runs in `repo`, then
 /// the file it wrote is compared with it. Returns the fresh results, the changes and the
 /// runner's wall seconds.
+/// canbench's server meters by `metering` (`OFFLINE_ENGINE_METERING`).
 pub fn persisted_changes(
     repo: &Path,
     results_path: &Path,
     runner: &Path,
     threshold: f64,
+    metering: &Metering,
 ) -> Result<(CanbenchResults, Vec<Change>, f64)> {
     let committed = committed_results(repo, results_path)?;
-    let seconds = run_canbench(repo, runner, &["--persist", "--csv", "--show-summary"])?;
+    let seconds = run_canbench(
+        repo,
+        runner,
+        &["--persist", "--csv", "--show-summary"],
+        metering,
+    )?;
     let fresh = CanbenchResults::read(&repo.join(results_path))?;
     let changes = regression::compare(
         &figures(&committed.benches),
@@ -210,6 +218,9 @@ pub struct CheckOptions {
     pub threshold: f64,
     /// Benchmarks (substring) to trace with `--instruction-tracing` afterwards.
     pub trace: Option<String>,
+    /// The metering profile of canbench's server (`OFFLINE_ENGINE_METERING`, which
+    /// `offline-pocket-ic` reads) and of the direct run.
+    pub metering: Metering,
 }
 
 /// What [`run`] found.
@@ -236,7 +247,7 @@ impl CheckOutcome {
     }
 }
 
-fn run_canbench(repo: &Path, runner: &Path, args: &[&str]) -> Result<f64> {
+fn run_canbench(repo: &Path, runner: &Path, args: &[&str], metering: &Metering) -> Result<f64> {
     let started = Instant::now();
     let program = if runner.is_relative() {
         repo.join(runner)
@@ -246,6 +257,7 @@ fn run_canbench(repo: &Path, runner: &Path, args: &[&str]) -> Result<f64> {
     let status = Command::new(&program)
         .current_dir(repo)
         .args(args)
+        .env("OFFLINE_ENGINE_METERING", metering.name)
         .status()
         .with_context(|| format!("starting {}", runner.display()))?;
     if !status.success() {
@@ -266,12 +278,17 @@ pub fn run(options: &CheckOptions, progress: &mut Progress) -> Result<CheckOutco
         options.runner.display(),
         results_path.display()
     ));
-    let (fresh, changes, canbench_seconds) =
-        persisted_changes(repo, &results_path, &options.runner, options.threshold)?;
+    let (fresh, changes, canbench_seconds) = persisted_changes(
+        repo,
+        &results_path,
+        &options.runner,
+        options.threshold,
+        &options.metering,
+    )?;
 
     progress.step("the same benchmarks on the engine, in-process");
     let started = Instant::now();
-    let engine = engine_runs::engine()?;
+    let engine = engine_runs::engine_with(options.metering)?;
     let program = engine_runs::load(
         &engine,
         &repo.join(&config.wasm_path),
@@ -300,7 +317,12 @@ pub fn run(options: &CheckOptions, progress: &mut Progress) -> Result<CheckOutco
     if let Some(pattern) = &options.trace {
         progress.step(&format!("canbench --instruction-tracing {pattern}"));
         let since = SystemTime::now();
-        run_canbench(repo, &options.runner, &["--instruction-tracing", pattern])?;
+        run_canbench(
+            repo,
+            &options.runner,
+            &["--instruction-tracing", pattern],
+            &options.metering,
+        )?;
         for name in fresh
             .benches
             .keys()
@@ -520,7 +542,8 @@ version: 0.7.0
         use std::os::unix::fs::PermissionsExt;
         std::fs::set_permissions(&runner, std::fs::Permissions::from_mode(0o755)).unwrap();
         for attempt in 1..=2 {
-            let (fresh, changes, _) = persisted_changes(&repo, results, &runner, 2.0).unwrap();
+            let (fresh, changes, _) =
+                persisted_changes(&repo, results, &runner, 2.0, &Metering::POCKET_IC_13).unwrap();
             assert_eq!(fresh.benches["a"].total.instructions, 1_896);
             let failing: Vec<_> = changes.iter().filter(|c| c.status.fails()).collect();
             assert_eq!(failing.len(), 1, "attempt {attempt}: {changes:?}");
@@ -536,7 +559,8 @@ version: 0.7.0
         );
         // Once committed, the same figures pass.
         git(&["commit", "-q", "-am", "accept"]);
-        let (_, changes, _) = persisted_changes(&repo, results, &runner, 2.0).unwrap();
+        let (_, changes, _) =
+            persisted_changes(&repo, results, &runner, 2.0, &Metering::POCKET_IC_13).unwrap();
         assert!(!regression::fails(&changes));
         // A results file that was never committed is an error, not a pass.
         assert!(committed_results(&repo, Path::new("other.yml")).is_err());

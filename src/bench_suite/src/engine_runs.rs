@@ -12,11 +12,13 @@ use bench_api::fixture::{self, Workload};
 use bench_api::{BatchResult, InitArgs, Outcome, SqlStatement, Stats, UserOrderOp, WriteResult};
 use candid::{Decode, Encode};
 use offline_engine::canbench;
-use offline_engine::{Canister, Engine, EngineConfig, Execution, MessageResult, Program, Settings};
+use offline_engine::{
+    Canister, Engine, EngineConfig, Execution, MessageResult, Metering, Program, Settings,
+};
 use serde::Serialize;
 
 use crate::fees::ingress_bytes;
-use crate::message_bench::{MessageKind, MessageRecord, Mode, ModeRun};
+use crate::message_bench::{MessageKind, MessageRecord, Mode, ModeRun, TrackedPages};
 use crate::progress::Progress;
 
 /// The engine label every table and file carries.
@@ -89,7 +91,22 @@ impl From<&canbench::BenchResult> for CanbenchFigures {
 
 /// Creates the engine (compiled modules cached on disk, see `offline_engine::default_cache_dir`).
 pub fn engine() -> Result<Engine> {
-    Engine::new(EngineConfig::default()).context("creating the offline engine")
+    engine_with(Metering::POCKET_IC_13)
+}
+
+/// The engine metering memory pages by `metering` (`METERING.md` §10).
+pub fn engine_with(metering: Metering) -> Result<Engine> {
+    Engine::new(EngineConfig {
+        metering,
+        ..EngineConfig::default()
+    })
+    .with_context(|| format!("creating the offline engine ({})", metering.name))
+}
+
+/// The engine label with the metering profile, as every figure carries it:
+/// `offline (wasmtime, IC metering: ic-dmt-0441fbd7)`.
+pub fn profile_label(metering: &Metering) -> String {
+    format!("{}: {})", ENGINE_LABEL.trim_end_matches(')'), metering.name)
 }
 
 /// Reads and loads a wasm, pointing to `scripts/build.sh` when it is absent.
@@ -381,6 +398,13 @@ fn record(kind: MessageKind, exec: &Execution) -> MessageRecord {
         billed_instructions: exec.billed_instructions,
         heap_dirty_pages: exec.heap_dirty_pages,
         stable_dirty_pages: exec.stable_dirty_pages,
+        tracked: TrackedPages {
+            heap_accessed: exec.pages.heap.accessed.len() as u64,
+            heap_dirty: exec.pages.heap.dirty.len() as u64,
+            stable_accessed: exec.pages.stable.accessed.len() as u64,
+            stable_dirty: exec.pages.stable.dirty.len() as u64,
+            instructions: exec.pages.instructions,
+        },
     }
 }
 
@@ -400,6 +424,60 @@ fn tick_kind(exec: &Execution) -> MessageKind {
     } else {
         MessageKind::Callback
     }
+}
+
+/// What [`trace_pages`] runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PageWorkload {
+    /// This many messages of one `create_order` each.
+    Unbatched(usize),
+    /// One `execute_batch_packed` message of this many writes.
+    Packed(usize),
+}
+
+/// Runs `workload` on a fresh canister with the small fixture and returns each of its messages
+/// with the pages it touched, and the canister's stable memory after it
+/// ([`crate::regions`]).
+pub fn trace_pages(
+    engine: &Engine,
+    program: &Program,
+    workload: PageWorkload,
+) -> Result<crate::regions::Trace> {
+    let (mode, n) = match workload {
+        PageWorkload::Unbatched(n) => (Mode::Unbatched, n),
+        PageWorkload::Packed(n) => (Mode::ClientBatchPacked, n),
+    };
+    let mut c = install_with_fixture(engine, program, mode_init_args(mode, n), Fixture::Small)?;
+    let mut messages = Vec::new();
+    match workload {
+        PageWorkload::Unbatched(n) => {
+            for i in 0..n {
+                let (user_id, amount) = order(i);
+                let arg = Encode!(&user_id, &amount)?;
+                let exec = c.update("create_order", &arg)?;
+                let out = Decode!(reply("create_order", &exec)?, bench_api::WriteResult)?;
+                ensure!(
+                    matches!(out, bench_api::WriteResult::Ok(Outcome::Committed { .. })),
+                    "create_order {i}: {out:?}"
+                );
+                messages.push((record(ingress("create_order", &arg), &exec), exec.pages));
+            }
+        }
+        PageWorkload::Packed(n) => {
+            let arg = packed_arg(n)?;
+            let exec = c.update("execute_batch_packed", &arg)?;
+            let outcomes = packed_outcomes(reply("execute_batch_packed", &exec)?, n)?;
+            ensure_all_committed("execute_batch_packed", &outcomes, n)?;
+            messages.push((
+                record(ingress("execute_batch_packed", &arg), &exec),
+                exec.pages,
+            ));
+        }
+    }
+    Ok(crate::regions::Trace {
+        messages,
+        stable: c.stable_memory(),
+    })
 }
 
 /// Max delay of the batched runs (the canister's default, 1 s).

@@ -66,15 +66,42 @@ pub struct Measured {
 }
 
 impl Measured {
-    /// Reads `results.json`.
-    pub fn read(path: &Path) -> Result<Measured> {
+    /// Reads the figures of metering profile `profile` (`pocketic-13` or `ic-dmt-0441fbd7`,
+    /// `METERING.md` §10) from `results.json`.
+    pub fn read(path: &Path, profile: &str) -> Result<Measured> {
         let text = std::fs::read_to_string(path).with_context(|| {
             format!(
                 "reading {} (write it with `scripts/bench.sh`)",
                 path.display()
             )
         })?;
-        serde_json::from_str(&text).with_context(|| format!("parsing {}", path.display()))
+        let value: serde_json::Value =
+            serde_json::from_str(&text).with_context(|| format!("parsing {}", path.display()))?;
+        Measured::of_profile(value, profile).with_context(|| format!("reading {}", path.display()))
+    }
+
+    /// The figures of `profile` in the results `value`: the top level holds those of the rules
+    /// of PocketIC 13, `ic_dmt` the same runs under the deterministic memory tracker.
+    pub fn of_profile(mut value: serde_json::Value, profile: &str) -> Result<Measured> {
+        let lead = crate::profiles::LEAD.name;
+        if profile == lead {
+            let Some(t) = value.get("ic_dmt").cloned() else {
+                bail!(
+                    "the results hold no figures under {lead} (written before the suite measured it): \
+                     rerun scripts/bench.sh, or pass --profile {}",
+                    offline_engine::Metering::POCKET_IC_13.name
+                );
+            };
+            for key in ["engine", "messages", "gains"] {
+                value[key] = t[key].clone();
+            }
+        } else if profile != offline_engine::Metering::POCKET_IC_13.name {
+            bail!(
+                "unknown metering profile `{profile}` (the suite measures {})",
+                offline_engine::Metering::names().join(", ")
+            );
+        }
+        Ok(serde_json::from_value(value)?)
     }
 }
 
@@ -411,18 +438,40 @@ mod tests {
     use crate::suite::tests::synthetic_results;
 
     pub(crate) fn measured() -> Measured {
+        measured_under("pocketic-13").unwrap()
+    }
+
+    fn measured_under(profile: &str) -> Result<Measured> {
         let mut r = synthetic_results();
         r.date = "2026-01-01".into();
-        let json = serde_json::to_string(&r).unwrap();
-        serde_json::from_str(&json).unwrap()
+        Measured::of_profile(serde_json::to_value(&r).unwrap(), profile)
     }
 
     #[test]
     fn reads_what_the_suite_writes() {
         let m = measured();
-        assert_eq!(m.engine, "offline (wasmtime, IC metering)");
+        assert_eq!(m.engine, "offline (wasmtime, IC metering: pocketic-13)");
         assert_eq!(m.messages.len(), 12);
         assert_eq!(m.fee_schedule.reference_nodes, 13);
+        let t = measured_under("ic-dmt-0441fbd7").unwrap();
+        assert_eq!(t.engine, "offline (wasmtime, IC metering: ic-dmt-0441fbd7)");
+        assert_eq!(t.messages.len(), 12);
+        // The same runs, each message 9 tracked Wasm pages (720,000 instructions) dearer.
+        assert_eq!(
+            t.messages[0].billed_instructions,
+            m.messages[0].billed_instructions + 720_000 * m.messages[0].messages
+        );
+        let err = measured_under("pocketic-14").unwrap_err().to_string();
+        assert!(
+            err.contains("unknown metering profile `pocketic-14`"),
+            "{err}"
+        );
+        let mut old = synthetic_results();
+        old.tracker = None;
+        let err = Measured::of_profile(serde_json::to_value(&old).unwrap(), "ic-dmt-0441fbd7")
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("no figures under ic-dmt-0441fbd7"), "{err}");
     }
 
     #[test]

@@ -5,6 +5,9 @@
 //!   calls to the canister on the engine (also used by the canister's tests).
 //! - [`fees`]: the IC fee schedule and the cost of messages; [`message_bench`]: cycles and USD
 //!   per mode; [`load_model`]: load over rounds, simulated over measured costs.
+//! - [`profiles`]: the canbench and message-level runs again under the replica's deterministic
+//!   memory tracker, beside the rules of PocketIC 13 the other tables are metered by.
+//! - [`regions`]: where the pages of three workloads go, by region of the canister's memory.
 //! - [`summary`]: what a million writes cost on each path (the report's opening and the last
 //!   thing `bench-suite run` prints); [`estimate`]: one's own load priced from `results.json`.
 //! - [`analysis`]: the canbench tables and the targets; [`report`], [`charts`], [`output`]:
@@ -35,7 +38,9 @@ pub mod output;
 pub mod peer;
 pub mod pocket_ic_runs;
 pub mod pr_summary;
+pub mod profiles;
 pub mod progress;
+pub mod regions;
 pub mod regression;
 pub mod reliability;
 pub mod report;

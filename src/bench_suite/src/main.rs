@@ -11,6 +11,7 @@ use bench_suite::progress::Progress;
 use bench_suite::regression::DEFAULT_THRESHOLD_PCT;
 use bench_suite::suite::Scale;
 use clap::{Parser, Subcommand};
+use offline_engine::Metering;
 
 #[derive(Parser)]
 #[command(
@@ -103,6 +104,18 @@ enum Command {
         /// Also write a short Markdown summary for a pull request here.
         #[arg(long)]
         summary: Option<PathBuf>,
+        /// The metering profile (`src/offline_engine/METERING.md` §10) of canbench's server
+        /// (passed to it as `OFFLINE_ENGINE_METERING`) and of the direct run.
+        #[arg(long, env = "OFFLINE_ENGINE_METERING", default_value = "pocketic-13")]
+        metering: Metering,
+    },
+    /// Where the pages of one create_order per message and of packed batches of 1,000 and
+    /// 10,000 go on a deployable wasm, by region, under both metering profiles (how a lever is
+    /// measured against the reference).
+    Pages {
+        /// The deployable canister wasm (built by scripts/build.sh).
+        #[arg(long, default_value = "target/canister/bench_canister.wasm")]
+        wasm: PathBuf,
     },
     /// The message-level runs (unbatched, submit + timer, client batch) through the pocket-ic
     /// client, beside the in-process runs of the same modes: prints a Markdown table labelled
@@ -157,6 +170,7 @@ fn real_main() -> Result<ExitCode> {
             wasms,
         } => commands::check::run(&baseline, threshold, summary.as_deref(), &wasms, p),
         Command::Estimate { results, load } => commands::estimate::run(&results, &load),
+        Command::Pages { wasm } => commands::pages::run(&wasm, p),
         Command::Reliability { wasm } => commands::reliability::run(&wasm, p),
         Command::BudgetFloor { wasm, divisor } => commands::budget_floor::run(&wasm, divisor, p),
         Command::CanbenchCheck {
@@ -165,7 +179,16 @@ fn real_main() -> Result<ExitCode> {
             threshold,
             trace,
             summary,
-        } => commands::canbench_check::run(config, runner, threshold, trace, summary.as_deref(), p),
+            metering,
+        } => commands::canbench_check::run(
+            config,
+            runner,
+            threshold,
+            trace,
+            summary.as_deref(),
+            metering,
+            p,
+        ),
         Command::Messages {
             runtime,
             n,

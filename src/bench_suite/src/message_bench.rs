@@ -100,6 +100,42 @@ pub struct MessageRecord {
     /// 4 KiB stable-memory pages the message wrote.
     #[serde(default)]
     pub stable_dirty_pages: u64,
+    /// 64 KiB Wasm pages the memory tracker charged (zero in a profile without it) and what the
+    /// pages cost.
+    #[serde(default)]
+    pub tracked: TrackedPages,
+}
+
+/// The 64 KiB Wasm pages the deterministic memory tracker charged a first access and a first
+/// write for, and what the pages cost under the run's profile (`offline_engine::PageUse`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct TrackedPages {
+    /// Heap Wasm pages first accessed.
+    pub heap_accessed: u64,
+    /// Heap Wasm pages first written.
+    pub heap_dirty: u64,
+    /// Stable-memory Wasm pages first accessed.
+    pub stable_accessed: u64,
+    /// Stable-memory Wasm pages first written.
+    pub stable_dirty: u64,
+    /// Instructions the memory pages cost under the profile: the tracker's charges, or in the
+    /// rules of PocketIC 13 the new dirty stable pages and the changed heap pages.
+    pub instructions: u64,
+}
+
+impl std::ops::Add for TrackedPages {
+    type Output = TrackedPages;
+
+    fn add(self, o: TrackedPages) -> TrackedPages {
+        TrackedPages {
+            heap_accessed: self.heap_accessed + o.heap_accessed,
+            heap_dirty: self.heap_dirty + o.heap_dirty,
+            stable_accessed: self.stable_accessed + o.stable_accessed,
+            stable_dirty: self.stable_dirty + o.stable_dirty,
+            instructions: self.instructions + o.instructions,
+        }
+    }
 }
 
 /// All messages of one mode at one N.
@@ -142,6 +178,12 @@ pub struct ModeSummary {
     pub cycles_per_million_ops: [u128; 2],
     /// US dollars per 1,000,000 ops on a 13- and a 34-node subnet.
     pub usd_per_million_ops: [f64; 2],
+    /// 4 KiB heap and stable pages changed, summed over the messages.
+    #[serde(default)]
+    pub changed_pages: u64,
+    /// The tracker's Wasm pages, summed over the messages (zero without the tracker).
+    #[serde(default)]
+    pub tracked: TrackedPages,
 }
 
 /// Cycles one message costs on an `nodes`-node subnet: execution (base fee + billed
@@ -191,6 +233,11 @@ pub fn summarize(fees: &FeeSchedule, run: &ModeRun) -> ModeSummary {
         cycles,
         cycles_per_million_ops: per_million,
         usd_per_million_ops: per_million.map(|c| fees.usd(c)),
+        changed_pages: sum(&|m| m.heap_dirty_pages + m.stable_dirty_pages),
+        tracked: run
+            .messages
+            .iter()
+            .fold(TrackedPages::default(), |a, m| a + m.tracked),
     }
 }
 
@@ -207,6 +254,7 @@ mod tests {
             billed_instructions: billed,
             heap_dirty_pages: 0,
             stable_dirty_pages: 0,
+            tracked: TrackedPages::default(),
         }
     }
 

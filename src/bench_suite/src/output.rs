@@ -219,7 +219,15 @@ mod tests {
         let json: serde_json::Value =
             serde_json::from_str(&std::fs::read_to_string(dir.join("results.json")).unwrap())
                 .unwrap();
-        assert_eq!(json["engine"], "offline (wasmtime, IC metering)");
+        assert_eq!(
+            json["engine"],
+            "offline (wasmtime, IC metering: pocketic-13)"
+        );
+        assert_eq!(
+            json["ic_dmt"]["engine"],
+            "offline (wasmtime, IC metering: ic-dmt-0441fbd7)"
+        );
+        assert!(json["ic_dmt"]["messages"][0]["tracked"]["heap_accessed"].as_u64() > Some(0));
         assert!(
             json.get("message_runs").is_none(),
             "kept out of results.json"
@@ -236,7 +244,7 @@ mod tests {
             let svg = std::fs::read_to_string(f).unwrap();
             charts::check_svg(&svg).unwrap_or_else(|e| panic!("{}: {e}", f.display()));
             assert!(
-                svg.contains("engine: offline (wasmtime, IC metering)"),
+                svg.contains("engine: offline (wasmtime, IC metering: pocketic-13)"),
                 "{}",
                 f.display()
             );

@@ -8,6 +8,7 @@ use std::time::Instant;
 pub struct Progress {
     started: Instant,
     quiet: bool,
+    prefix: String,
 }
 
 impl Progress {
@@ -16,6 +17,7 @@ impl Progress {
         Progress {
             started: Instant::now(),
             quiet: false,
+            prefix: String::new(),
         }
     }
 
@@ -24,6 +26,17 @@ impl Progress {
         Progress {
             started: Instant::now(),
             quiet: true,
+            prefix: String::new(),
+        }
+    }
+
+    /// Progress of a task running beside this one (another thread): the same clock and
+    /// output, each line starting with `[prefix] `.
+    pub fn beside(&self, prefix: &str) -> Progress {
+        Progress {
+            started: self.started,
+            quiet: self.quiet,
+            prefix: format!("[{prefix}] "),
         }
     }
 
@@ -35,7 +48,12 @@ impl Progress {
     /// Announces a step.
     pub fn step(&mut self, what: &str) {
         if !self.quiet {
-            let _ = writeln!(std::io::stderr(), "[{:7.1} s] {what}", self.elapsed());
+            let _ = writeln!(
+                std::io::stderr(),
+                "[{:7.1} s] {}{what}",
+                self.elapsed(),
+                self.prefix
+            );
         }
     }
 }

@@ -21,10 +21,11 @@ mod peer;
 type Section = (&'static str, fn(&Inputs) -> String);
 
 /// The report's sections, in the order it shows them.
-const SECTIONS: [Section; 20] = [
+const SECTIONS: [Section; 21] = [
     ("title", opening::title),
     ("answer", opening::answer),
     ("which_path", opening::which_path),
+    ("page_regions", opening::page_regions),
     ("charts", opening::charts),
     ("message_level", message_level::message_level),
     ("full_scale", message_level::full_scale),
@@ -226,6 +227,7 @@ pub(crate) mod tests {
         title,
         answer,
         which_path,
+        page_regions,
         charts,
         message_level,
         full_scale,
@@ -249,7 +251,16 @@ pub(crate) mod tests {
     fn every_table_is_labelled_with_engine_and_date() {
         let r = synthetic_results();
         let md = render(&r, &golden_charts(), &ClientFigures::default());
-        let label = format!("*engine: offline (wasmtime, IC metering) · {} ·", r.date);
+        // Each label names its metering profile (`pocketic-13` or `ic-dmt-0441fbd7`).
+        let label = format!(
+            "*engine: offline (wasmtime, IC metering: pocketic-13) · {} ·",
+            r.date
+        );
+        let lead = format!(
+            "*engine: offline (wasmtime, IC metering: ic-dmt-0441fbd7) · {} ·",
+            r.date
+        );
+        assert!(md.contains(&lead), "the tracker's table is labelled");
         let tables = md
             .lines()
             .filter(|l| l.starts_with("|---") || l.starts_with("|---:"))

@@ -4,11 +4,11 @@
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 
-use anyhow::{Context, Result};
+use anyhow::{Context, Result, anyhow};
 use serde::{Deserialize, Serialize};
 
 use crate::analysis::{self, ErrorRow, FloorRow, FlushRow, GainRow, TargetCheck, UsersOrdersRow};
-use crate::engine_runs::{self, CanbenchRun, ENGINE_LABEL};
+use crate::engine_runs::{self, CanbenchRun};
 use crate::fees::{FeeSchedule, IC_2025};
 use crate::load_model::{self, CallCosts, LoadMode, LoadResult, RoundModel};
 use crate::message_bench::{self, MessageKind, Mode, ModeRun, ModeSummary};
@@ -45,7 +45,8 @@ pub struct SuiteConfig {
 /// Everything the suite measured and derived.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct SuiteResults {
-    /// Engine label.
+    /// Engine label, with the metering profile every table but the opening's is measured by
+    /// (`pocketic-13`, the rules of PocketIC 13 and canbench 0.7.0).
     pub engine: String,
     /// Date (UTC, YYYY-MM-DD).
     pub date: String,
@@ -103,6 +104,10 @@ pub struct SuiteResults {
     pub worst_case_flush: Option<crate::reliability::WorstCaseFlush>,
     /// Wall seconds of the suite.
     pub wall_seconds: f64,
+    /// The canbench benches and message-level runs again under the replica's rules with the
+    /// deterministic memory tracker ([`crate::profiles::LEAD`]), which the report leads with.
+    #[serde(rename = "ic_dmt", skip_serializing_if = "Option::is_none")]
+    pub tracker: Option<crate::profiles::ProfileRun>,
     /// The peer on ic-sqlite-vfs beside the reference (absent without its wasm).
     #[serde(rename = "peer_ic_sqlite_vfs", skip_serializing_if = "Option::is_none")]
     pub peer: Option<crate::peer::PeerResults>,
@@ -283,7 +288,9 @@ pub fn today() -> String {
 
 pub use offline_engine::civil::civil_date;
 
-/// Runs the whole suite on the offline engine.
+/// Runs the whole suite on the offline engine: every table under the rules of PocketIC 13, and
+/// beside it, in a thread of its own, the canbench benches and message-level runs under the
+/// replica's deterministic memory tracker ([`crate::profiles`]).
 pub fn run(config: &SuiteConfig, progress: &mut Progress) -> Result<SuiteResults> {
     for (path, hint) in [
         (&config.canbench_wasm, BUILD_HINT_CANBENCH),
@@ -295,6 +302,22 @@ pub fn run(config: &SuiteConfig, progress: &mut Progress) -> Result<SuiteResults
             path.display()
         );
     }
+    let lead = crate::profiles::LEAD;
+    let mut beside = progress.beside(lead.name);
+    let (results, tracker) = std::thread::scope(|s| {
+        let tracker = s.spawn(|| crate::profiles::run(config, lead, &IC_2025, &mut beside));
+        let results = run_pocket_ic_13(config, progress);
+        (results, tracker.join())
+    });
+    let mut results = results?;
+    let tracker = tracker.map_err(|_| anyhow!("the run under {} panicked", lead.name))??;
+    results.tracker = Some(tracker);
+    results.wall_seconds = progress.elapsed();
+    Ok(results)
+}
+
+/// Every table of the suite under the rules of PocketIC 13.
+fn run_pocket_ic_13(config: &SuiteConfig, progress: &mut Progress) -> Result<SuiteResults> {
     let engine = engine_runs::engine()?;
     progress.step(&format!("loading {}", config.canbench_wasm.display()));
     let canbench_program = engine_runs::load(&engine, &config.canbench_wasm, BUILD_HINT_CANBENCH)?;
@@ -401,7 +424,6 @@ pub fn run(config: &SuiteConfig, progress: &mut Progress) -> Result<SuiteResults
     results.reliability = reliability;
     results.worst_case_flush = Some(worst_case_flush);
     results.peer = peer;
-    results.wall_seconds = progress.elapsed();
     Ok(results)
 }
 
@@ -427,7 +449,7 @@ pub fn assemble(
         .map(|c| run_load(&load_model, &c))
         .unwrap_or_default();
     SuiteResults {
-        engine: ENGINE_LABEL.to_string(),
+        engine: engine_runs::profile_label(&offline_engine::Metering::POCKET_IC_13),
         date: today(),
         scale,
         scale_divisor: scale.divisor(),
@@ -452,24 +474,31 @@ pub fn assemble(
         reliability: Vec::new(),
         worst_case_flush: None,
         wall_seconds: 0.0,
+        tracker: None,
         peer: None,
     }
 }
 
 /// The figures the regression check compares: canbench totals (`canbench/<name>`) and the billed
-/// instructions of every message-level run (`message/<mode>/<n>`).
+/// instructions of every message-level run (`message/<mode>/<n>`) under the rules of PocketIC
+/// 13, and the same under the deterministic memory tracker, prefixed with its profile's name
+/// (`ic-dmt-0441fbd7/canbench/<name>`, `ic-dmt-0441fbd7/message/<mode>/<n>`).
 pub fn regression_figures(results: &SuiteResults) -> BTreeMap<String, u64> {
-    let mut m: BTreeMap<String, u64> = results
-        .canbench
-        .benches
-        .iter()
-        .map(|(k, v)| (format!("canbench/{k}"), v.total.instructions))
-        .collect();
-    for s in &results.messages {
-        m.insert(
-            format!("message/{}/{}", s.mode.key(), s.n),
-            s.billed_instructions,
-        );
+    let mut m = BTreeMap::new();
+    let mut add = |prefix: &str, canbench: &CanbenchRun, messages: &[ModeSummary]| {
+        for (k, v) in &canbench.benches {
+            m.insert(format!("{prefix}canbench/{k}"), v.total.instructions);
+        }
+        for s in messages {
+            m.insert(
+                format!("{prefix}message/{}/{}", s.mode.key(), s.n),
+                s.billed_instructions,
+            );
+        }
+    };
+    add("", &results.canbench, &results.messages);
+    if let Some(t) = &results.tracker {
+        add(&format!("{}/", t.metering), &t.canbench, &t.messages);
     }
     m
 }
@@ -495,6 +524,7 @@ pub(crate) mod tests {
             billed_instructions: billed,
             heap_dirty_pages: 0,
             stable_dirty_pages: 0,
+            tracked: Default::default(),
         }
     }
 
@@ -627,6 +657,7 @@ pub(crate) mod tests {
                 message_bench::summarize(&IC_2025, &run)
             })
             .collect();
+        r.tracker = Some(crate::profiles::tests::synthetic_tracker());
         r.call_profiles = vec![crate::call_profile::CallProfile {
             method: "create_order".into(),
             full_scale: false,
@@ -688,5 +719,11 @@ pub(crate) mod tests {
         assert!(figs.contains_key("canbench/floor_insert_10000"));
         assert!(figs.contains_key("message/submit_timer/100"));
         assert_eq!(figs["message/unbatched/10"], 5_000_000);
+        // The tracker's figures beside them, under its profile's name.
+        assert_eq!(
+            figs["ic-dmt-0441fbd7/message/unbatched/10"],
+            5_000_000 + 10 * 9 * 80_000
+        );
+        assert!(figs.contains_key("ic-dmt-0441fbd7/canbench/floor_insert_10000"));
     }
 }

@@ -8,7 +8,9 @@ use anyhow::Result;
 
 use super::{exit_code, write_gate_summary};
 use crate::canbench_check::{CheckOptions, CheckOutcome};
-use crate::engine_runs::ENGINE_LABEL;
+use offline_engine::Metering;
+
+use crate::engine_runs::profile_label;
 use crate::pr_summary::{GateSummary, full_table_link};
 use crate::progress::Progress;
 use crate::regression;
@@ -22,22 +24,25 @@ pub fn run(
     threshold: f64,
     trace: Option<String>,
     summary: Option<&Path>,
+    metering: Metering,
     progress: &mut Progress,
 ) -> Result<ExitCode> {
+    let engine = profile_label(&metering);
     // What the summary and the verdict name: this configuration's results file, and the command
     // that rewrites it (scripts/canbench.sh reads the configuration from CANBENCH_CFG_FILE).
     let results = crate::canbench_check::CanbenchConfig::read(&config)?.results_path();
-    let update = persist_command(&config);
+    let update = persist_command(&config, &metering);
     let options = CheckOptions {
         repo: PathBuf::from("."),
         config,
         runner,
         threshold,
         trace,
+        metering,
     };
     let outcome = crate::canbench_check::run(&options, progress)?;
     println!(
-        "\ncanbench results against the committed ones (engine: {ENGINE_LABEL}, noise threshold {threshold}%):\n"
+        "\ncanbench results against the committed ones (engine: {engine}, noise threshold {threshold}%):\n"
     );
     println!("{}", regression::render_table(&outcome.changes, threshold));
     if outcome.mismatches.is_empty() {
@@ -54,7 +59,7 @@ pub fn run(
     if let Some(path) = summary {
         let other = other_failures(&outcome);
         let context = format!(
-            "canbench 0.7.0 through offline-pocket-ic (engine: {ENGINE_LABEL}), every figure it reports against the \
+            "canbench 0.7.0 through offline-pocket-ic (engine: {engine}), every figure it reports against the \
              `{}` committed at HEAD.",
             results.display()
         );
@@ -89,16 +94,17 @@ pub fn run(
 }
 
 /// The command that rewrites the results of `config`: `scripts/canbench.sh --persist`, with
-/// `CANBENCH_CFG_FILE` when the configuration is not its default.
-fn persist_command(config: &Path) -> String {
-    if config == Path::new("canbench.offline.yml") {
-        "scripts/canbench.sh --persist".to_string()
-    } else {
-        format!(
-            "CANBENCH_CFG_FILE={} scripts/canbench.sh --persist",
-            config.display()
-        )
+/// `CANBENCH_CFG_FILE` when the configuration is not its default and `OFFLINE_ENGINE_METERING`
+/// when the profile is not.
+fn persist_command(config: &Path, metering: &Metering) -> String {
+    let mut env = String::new();
+    if *metering != Metering::default() {
+        env.push_str(&format!("OFFLINE_ENGINE_METERING={} ", metering.name));
     }
+    if config != Path::new("canbench.offline.yml") {
+        env.push_str(&format!("CANBENCH_CFG_FILE={} ", config.display()));
+    }
+    format!("{env}scripts/canbench.sh --persist")
 }
 
 /// The gate's failures besides moved figures, one line each.
@@ -122,13 +128,19 @@ mod tests {
 
     #[test]
     fn the_update_command_names_a_configuration_other_than_the_default() {
+        let old = Metering::POCKET_IC_13;
         assert_eq!(
-            persist_command(Path::new("canbench.offline.yml")),
+            persist_command(Path::new("canbench.offline.yml"), &old),
             "scripts/canbench.sh --persist"
         );
         assert_eq!(
-            persist_command(Path::new("canbench.vfs.offline.yml")),
+            persist_command(Path::new("canbench.vfs.offline.yml"), &old),
             "CANBENCH_CFG_FILE=canbench.vfs.offline.yml scripts/canbench.sh --persist"
+        );
+        assert_eq!(
+            persist_command(Path::new("canbench.ic-dmt.offline.yml"), &Metering::IC_DMT),
+            "OFFLINE_ENGINE_METERING=ic-dmt-0441fbd7 CANBENCH_CFG_FILE=canbench.ic-dmt.offline.yml \
+             scripts/canbench.sh --persist"
         );
     }
 }

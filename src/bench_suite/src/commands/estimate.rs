@@ -38,6 +38,11 @@ pub struct LoadArgs {
     /// Nodes of the subnet (13 or 34 are measured; other sizes scale the 13-node fees).
     #[arg(long, default_value_t = 13)]
     pub subnet: u64,
+    /// The metering profile whose figures price the load: `ic-dmt-0441fbd7` (the replica's
+    /// deterministic memory tracker) or `pocketic-13` (the rules of PocketIC 13 and canbench
+    /// 0.7.0); see `src/offline_engine/METERING.md` §10.
+    #[arg(long, default_value = crate::profiles::LEAD.name)]
+    pub profile: String,
 }
 
 impl LoadArgs {
@@ -64,7 +69,7 @@ impl LoadArgs {
 
 /// Prices `load` from the suite's results at `results` and prints the estimate.
 pub fn run(results: &Path, load: &LoadArgs) -> Result<ExitCode> {
-    let measured = Measured::read(results)?;
+    let measured = Measured::read(results, &load.profile)?;
     let e = estimate::estimate(&measured, &load.load()?)?;
     print!("{}", estimate::render(&measured, &e));
     Ok(ExitCode::SUCCESS)

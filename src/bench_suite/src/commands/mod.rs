@@ -14,6 +14,7 @@ pub mod canbench_check;
 pub mod check;
 pub mod estimate;
 pub mod messages;
+pub mod pages;
 pub mod reliability;
 pub mod run;
 pub mod update_baseline;

@@ -34,17 +34,30 @@ pub(super) fn answer(p: &Inputs) -> String {
     let l = &p.label;
     let charts = p.charts;
     let _ = writeln!(o, "## The answer: what a million writes cost\n");
+    if let Some(t) = &r.tracker {
+        o.push_str(&both_profiles(p, t));
+    }
     let summary = crate::summary::summarize(&r.messages, f);
     if summary.rows.is_empty() {
         let _ = writeln!(o, "No message-level runs: nothing to price.\n");
     } else {
-        let source = format!(
-            "{l} · fee schedule of {} (1 T cycles = 1 XDR = US$ {:.5}, {})*",
-            f.date, f.usd_per_xdr, f.usd_rate_date
-        );
-        // The label line ends in `*`: join the two italic runs.
-        let source = source.replacen(")* · fee", ") · fee", 1);
-        o.push_str(&crate::summary::render_markdown(&summary, &source));
+        if let Some(t) = &r.tracker {
+            let lead = crate::summary::summarize(&t.messages, f);
+            let _ = writeln!(
+                o,
+                "### Under the replica's rules with the deterministic memory tracker (`{}`)\n",
+                t.metering
+            );
+            o.push_str(&crate::summary::render_markdown(
+                &lead,
+                &fee_label(&p.label.replace(&r.engine, &t.engine), f),
+            ));
+            let _ = writeln!(
+                o,
+                "\n### Under the rules of PocketIC 13 and canbench 0.7.0 (`pocketic-13`)\n"
+            );
+        }
+        o.push_str(&crate::summary::render_markdown(&summary, &fee_label(l, f)));
         for c in charts
             .iter()
             .filter(|c| c.file.starts_with("cost_per_op_13"))
@@ -66,10 +79,80 @@ pub(super) fn answer(p: &Inputs) -> String {
     o
 }
 
+/// The table label `l` with the fee schedule.
+fn fee_label(l: &str, f: &crate::fees::FeeSchedule) -> String {
+    let source = format!(
+        "{l} · fee schedule of {} (1 T cycles = 1 XDR = US$ {:.5}, {})*",
+        f.date, f.usd_per_xdr, f.usd_rate_date
+    );
+    // The label line ends in `*`: join the two italic runs.
+    source.replacen(")* · fee", ") · fee", 1)
+}
+
+/// The opening table: both profiles side by side, the ratio of one call per write to a packed
+/// batch under each, and what changed with its sources.
+fn both_profiles(p: &Inputs, t: &crate::profiles::ProfileRun) -> String {
+    let mut o = String::new();
+    let r = p.results;
+    let rows = crate::profiles::both_rows(&t.messages, &r.messages);
+    if rows.is_empty() {
+        return o;
+    }
+    for line in crate::profiles::ratio_sentences(t, &r.messages) {
+        let _ = writeln!(o, "{line}");
+    }
+    let _ = writeln!(
+        o,
+        "\nWhat changed: dfinity/ic pull requests #10789 (\"Switch to deterministic memory tracker\", merged \
+         2026-07-16) and #11180 (\"Remove feature flag for DMT\", 2026-08-24) charge 5,000 instructions per 4 KiB page \
+         of every 64 KiB Wasm page a message first reads and again at its first write, heap or stable memory, \
+         during the message; PocketIC 13 and canbench 0.7.0 run the replica before them (a changed heap page 1,000 \
+         after the message, a new dirty stable page 1,000, reading free). The rules as implemented, each with its \
+         file and commit: `src/offline_engine/METERING.md` §10. Which replica release carries the tracker to \
+         mainnet cannot be checked offline.\n"
+    );
+    let _ = writeln!(
+        o,
+        "*engines: {} and {} · {} · scale {} (BENCH_SCALE_DIVISOR={}) · 13-node subnet*\n",
+        t.engine,
+        r.engine,
+        r.date,
+        r.scale.label(),
+        r.scale_divisor
+    );
+    o.push_str(&crate::profiles::render_both(&rows));
+    let _ = writeln!(
+        o,
+        "\nWasm pages: 64 KiB pages of heap and stable memory the tracker charged a first access and a first write \
+         for (each 80,000 instructions), per write; 4 KiB pages changed: heap pages whose bytes changed and stable \
+         pages written (1,000 instructions each under PocketIC 13's rules), per write. The page share is the \
+         instructions the pages cost over the run's cycles; where they go: \"Where the pages go\" below.\n"
+    );
+    o
+}
+
 /// "Which path when" ([`crate::which_path`]).
 pub(super) fn which_path(p: &Inputs) -> String {
     let r = p.results;
     crate::which_path::render(r, p.client, &r.fee_schedule, &p.label)
+}
+
+/// "Where the pages go" ([`crate::regions`]); nothing without the tracker's runs.
+pub(super) fn page_regions(p: &Inputs) -> String {
+    let r = p.results;
+    match &r.tracker {
+        Some(t) if !t.regions.is_empty() => crate::regions::render(
+            &t.regions,
+            &format!("engine: {}", t.engine),
+            &format!(
+                "engine: {} · {} · scale {}",
+                r.engine,
+                r.date,
+                r.scale.label()
+            ),
+        ),
+        _ => String::new(),
+    }
 }
 
 /// Every chart, SVG with a PNG beside it.
