@@ -21,6 +21,7 @@ canister_wasms() {
   scripts/build_example.sh
 }
 step "canister wasms" "100 s first run, 30 s later" canister_wasms
+step "committed report is this commit's" "1 s" scripts/check_report_current.sh
 step "cargo test" "17 min first run, 6 min later" cargo test --release
 # The peer canister on ic-sqlite-vfs (canisters/vfs_canister, a cargo workspace of its own):
 # format, lint (its wasm, benches included), its deployable wasm, and its tests on the offline
@@ -34,20 +35,12 @@ peer_canister() {
   cargo test --release --manifest-path canisters/vfs_canister/Cargo.toml --target-dir target
 }
 step "peer canister (ic-sqlite-vfs)" "4 min first run, 1 min later" peer_canister
-library_examples_and_packages() {
-  # The library crates: their runnable examples, and the package as crates.io would get it
-  # (`cargo package` builds it from its packaged sources).
+library_examples() {
+  # The library crates' runnable examples.
   cargo run --release -p ic-rusqlite-batch-core --example queue
   cargo run --release -p ic-batch-client --example simulated_canister
-  # Cargo treats a package version as immutable: it reuses its unpacked copy and the build of it
-  # from an earlier run. Both are dropped, so that this run verifies this run's sources (the
-  # verification builds in a target directory of its own).
-  rm -rf "${CARGO_HOME:-$HOME/.cargo}"/registry/src/-*/{ic-rusqlite-batch,ic-batch-client}* \
-    target/package-verify
-  cargo package --locked --target-dir target/package-verify \
-    -p ic-rusqlite-batch-types -p ic-rusqlite-batch-core -p ic-rusqlite-batch -p ic-batch-client
 }
-step "library examples and packages" "2 min first run, 45 s later" library_examples_and_packages
+step "library examples" "20 s" library_examples
 # The JS agent and icp-cli against the server's IC HTTP interface (their own npm package; the
 # server binary and the canister wasm come from the steps above).
 step "JS agent and icp-cli" "20 s" \
@@ -70,5 +63,8 @@ batch_clients() {
   (cd src/batch_client_ts && npm ci --no-audit --no-fund && npx tsc --noEmit && npm test)
 }
 step "batch clients" "2.5 min" batch_clients
+# The four crates and the npm package as crates.io and npm would get them (after the clients'
+# step, which installs the TypeScript package's dependencies).
+step "packages" "3 min first run, 1 min later" scripts/package.sh
 echo
 steps_summary
