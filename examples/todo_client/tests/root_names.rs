@@ -246,7 +246,16 @@ fn the_examples_and_the_client_use_root_names_only() {
         library(),
         Crate {
             name: "ic_batch_client",
-            root: root_names(&["src/batch_client/src/lib.rs"]),
+            // Its transports and drivers are modules by design, one per feature (the client
+            // README's "Transports and drivers"): `tokio_driver::run`, `agent::AgentTransport`.
+            root: root_names(&["src/batch_client/src/lib.rs"])
+                .into_iter()
+                .chain(
+                    ["agent", "canister", "pocket_ic", "tokio_driver"]
+                        .into_iter()
+                        .map(String::from),
+                )
+                .collect(),
         },
         Crate {
             name: "todo_canister",
@@ -308,5 +317,32 @@ fn a_path_through_a_module_is_found() {
             (3, "batch::canister".to_owned()),
             (4, "batch::canister".to_owned()),
         ]
+    );
+}
+
+/// The declaration the library README shows is the todo store's, write for write: a client
+/// built from the README's snippet packs for the canister's digest.
+#[test]
+fn the_readme_shows_the_todo_store_s_declaration() {
+    let declaration = |text: &str, file: &str| -> String {
+        let start = text
+            .find("batch::writes! {")
+            .unwrap_or_else(|| panic!("{file} declares no writes"));
+        let end = start
+            + text[start..]
+                .find("\n}\n")
+                .unwrap_or_else(|| panic!("{file}: an unclosed writes!"));
+        text[start..end].to_owned()
+    };
+    let example = read("examples/todo_canister/src/lib.rs");
+    let readme = read("src/ic_rusqlite_batch/README.md");
+    // The README's first declaration after the section that names the todo store.
+    let from = readme
+        .find("## Use: declare your writes once")
+        .expect("the README's section on declared writes");
+    assert_eq!(
+        declaration(&readme[from..], "src/ic_rusqlite_batch/README.md"),
+        declaration(&example, "examples/todo_canister/src/lib.rs"),
+        "the README's declaration differs from examples/todo_canister's"
     );
 }

@@ -186,6 +186,73 @@ fn a_batch_runs_once_whichever_method_carries_its_retries() {
     );
 }
 
+/// What a refused batch leaves behind, and a batch of no ops, as the library README states
+/// them: a refusal (`InvalidParam`, `DeclarationMismatch`, `Malformed`, `NotAuthorized`)
+/// records no key, so the key runs once its batch is sent right; a batch of no ops is a batch:
+/// it runs nothing, answers no outcome and records its key for no ops.
+#[test]
+fn refusals_record_no_key_and_an_empty_batch_records_its_key() {
+    let mut c = install();
+    let k = key(&c, 20);
+    let long = vec![add("ok"), add(&"t".repeat(201))];
+    assert!(matches!(
+        candid_batch(&mut c, WRITER_A, &k, &long),
+        Err(BatchRefusal::InvalidParam(_))
+    ));
+    let mut other_declaration = encode_request(&k, &[add("ok")]);
+    other_declaration[1..9].copy_from_slice(&[0xAB; 8]);
+    assert!(matches!(
+        packed_batch(&mut c, WRITER_A, &other_declaration, 1),
+        Err(BatchRefusal::DeclarationMismatch { .. })
+    ));
+    let request = encode_request(&k, &[add("ok")]);
+    // Malformed: the offset is where the field that could not be read starts (the title's
+    // length), not where the bytes ended.
+    let cut = &request[..request.len() - 1];
+    let title_at = (request.len() - 1 - "ok".len()) as u64;
+    assert_eq!(
+        packed_batch(&mut c, WRITER_A, cut, 1),
+        Err(BatchRefusal::Malformed {
+            offset: title_at,
+            what: "title: 2 bytes expected, 1 left".into()
+        })
+    );
+    // None of them recorded the key: sent right, it runs, once.
+    let ran = packed_batch(&mut c, WRITER_A, &request, 1).unwrap();
+    assert_eq!(
+        (ran.outcomes, ran.duplicate),
+        (vec![committed(1, 1)], false)
+    );
+    let again = candid_batch(&mut c, WRITER_A, &k, &[add("ok")]).unwrap();
+    assert_eq!(
+        (again.outcomes, again.duplicate),
+        (vec![committed(1, 1)], true)
+    );
+
+    // A batch of no ops: accepted, nothing run, no outcome; its key is then taken for no ops.
+    let empty_key = key(&c, 21);
+    let empty = candid_batch(&mut c, WRITER_A, &empty_key, &[]).unwrap();
+    assert_eq!((empty.outcomes, empty.duplicate), (vec![], false));
+    let empty_again = packed_batch(
+        &mut c,
+        WRITER_A,
+        &encode_request::<TodoWrite>(&empty_key, &[]),
+        0,
+    )
+    .unwrap();
+    assert_eq!(
+        (empty_again.outcomes.len(), empty_again.duplicate),
+        (0, true)
+    );
+    assert_eq!(
+        candid_batch(&mut c, WRITER_A, &empty_key, &[add("late")]),
+        Err(BatchRefusal::Refused(WriteError::DigestMismatch {
+            created_at_time: empty_key.created_at_time
+        }))
+    );
+    assert_eq!(todos(&mut c), [(1, "ok".into(), None, false)]);
+}
+
 /// A packed batch runs and its outcomes come back as runs; a failing op fails alone.
 #[test]
 fn a_packed_batch_runs_with_one_outcome_per_op() {
