@@ -207,14 +207,15 @@ fn refusals_record_no_key_and_an_empty_batch_records_its_key() {
     ));
     let request = encode_request(&k, &[add("ok")]);
     // Malformed: the offset is where the field that could not be read starts (the title's
-    // length), not where the bytes ended.
-    let cut = &request[..request.len() - 1];
+    // bytes), not where the input ended (one byte later).
+    // Its last bytes are the title's length, "ok" and due_ns (one byte: none); cut inside "ok".
+    let cut = &request[..request.len() - 2];
     let title_at = (request.len() - 1 - "ok".len()) as u64;
     assert_eq!(
         packed_batch(&mut c, WRITER_A, cut, 1),
         Err(BatchRefusal::Malformed {
             offset: title_at,
-            what: "title: 2 bytes expected, 1 left".into()
+            what: "title: 2 bytes expected, the input ended".into()
         })
     );
     // None of them recorded the key: sent right, it runs, once.
