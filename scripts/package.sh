@@ -13,7 +13,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-crates=(ic-rusqlite-batch-types ic-rusqlite-batch-core ic-rusqlite-batch ic-batch-client)
+read -ra crates <<<"ic-rusqlite-batch-types ic-rusqlite-batch-core ic-rusqlite-batch ic-batch-client"
 out=target/package-verify
 
 # Cargo treats a package version as immutable: it reuses its unpacked copy and the build of it
@@ -34,30 +34,11 @@ for c in "${crates[@]}"; do
     grep -qx "$c-$version/$f" <<<"$files" || { echo "$crate: no $f" >&2; status=1; }
   done
 done
-cargo metadata --no-deps --format-version 1 | python3 -c '
-import json, sys
-published = sys.argv[1:]
-status = 0
-for p in json.load(sys.stdin)["packages"]:
-    name = p["name"]
-    if name not in published:
-        continue
-    for field in ("license", "description", "documentation", "readme"):
-        if not p.get(field):
-            print(f"{name}: no {field}", file=sys.stderr); status = 1
-    if not (p.get("metadata") or {}).get("docs", {}).get("rs", {}).get("targets"):
-        print(f"{name}: no [package.metadata.docs.rs] targets", file=sys.stderr); status = 1
-sys.exit(status)' "${crates[@]}" || status=1
+cargo metadata --no-deps --format-version 1 | python3 scripts/package_check.py manifests "${crates[@]}" || status=1
 
 RUSTDOCFLAGS="-D warnings" cargo doc --release --no-deps -p ic-batch-client --features ic-agent,pocket-ic,ic-cdk
 
 # The npm package: its LICENSE is a copy (npm does not pack a symbolic link), held to the root's.
 cmp LICENSE src/batch_client_ts/LICENSE || { echo "src/batch_client_ts/LICENSE differs from LICENSE" >&2; status=1; }
-(cd src/batch_client_ts && npm pack --dry-run --json 2>/dev/null) | python3 -c '
-import json, sys
-files = {f["path"] for f in json.load(sys.stdin)[0]["files"]}
-missing = {"LICENSE", "README.md", "package.json", "dist/src/index.js", "dist/src/index.d.ts"} - files
-if missing:
-    print("npm package lacks " + ", ".join(sorted(missing)), file=sys.stderr); sys.exit(1)
-print(f"npm package: {len(files)} files, LICENSE and README included")' || status=1
+(cd src/batch_client_ts && npm pack --dry-run --json 2>/dev/null) | python3 scripts/package_check.py npm || status=1
 exit $status
