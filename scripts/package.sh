@@ -24,8 +24,8 @@ for c in "${crates[@]}"; do args+=(-p "$c"); done
 cargo package --locked --target-dir "$out" "${args[@]}"
 cargo publish --dry-run --locked --target-dir "$out" -p ic-rusqlite-batch-types
 
-version=$(cargo metadata --no-deps --format-version 1 |
-  python3 -c 'import json,sys; print(next(p["version"] for p in json.load(sys.stdin)["packages"] if p["name"]=="ic-rusqlite-batch"))')
+metadata=$(cargo metadata --no-deps --format-version 1)
+version=$(python3 -c 'import json,sys; print(next(p["version"] for p in json.load(sys.stdin)["packages"] if p["name"]=="ic-rusqlite-batch"))' <<<"$metadata")
 status=0
 for c in "${crates[@]}"; do
   crate="$out/package/$c-$version.crate"
@@ -34,7 +34,7 @@ for c in "${crates[@]}"; do
     grep -qx "$c-$version/$f" <<<"$files" || { echo "$crate: no $f" >&2; status=1; }
   done
 done
-cargo metadata --no-deps --format-version 1 | python3 scripts/package_check.py manifests "${crates[@]}" || status=1
+python3 scripts/package_check.py manifests "${crates[@]}" <<<"$metadata" || status=1
 
 RUSTDOCFLAGS="-D warnings" cargo doc --release --no-deps -p ic-batch-client --features ic-agent,pocket-ic,ic-cdk
 
