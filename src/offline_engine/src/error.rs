@@ -30,6 +30,9 @@ pub enum EngineError {
     /// The module lacks something the engine needs (memory, an export, a table entry).
     #[error("{0}")]
     Module(String),
+    /// [`crate::Canister::fork`] while messages or calls were in flight.
+    #[error("the canister has messages or calls in flight: a fork would not carry them")]
+    NotQuiescent,
     /// The message queue did not drain (a canister calling itself forever).
     #[error("message queue did not drain after {0} executions")]
     QueueDidNotDrain(usize),

@@ -24,7 +24,7 @@ type Page = Box<[u8; OS_PAGE as usize]>;
 pub struct OutOfBounds;
 
 /// Stable memory with copy-on-write undo.
-#[derive(Debug, Default)]
+#[derive(Debug, Default, Clone)]
 pub struct StableMemory {
     pages: Vec<Option<Page>>,
     size_wasm_pages: u64,

@@ -329,6 +329,63 @@ impl Canister {
         Ok((canister, exec))
     }
 
+    /// A second canister in this one's state, as a canister snapshot taken now and loaded
+    /// into a new canister would give it: the committed heap, mutable globals, stable memory,
+    /// certified data, global timer, time, cycles, controllers and settings. Nothing of the
+    /// instance's own state survives, as on the IC, which re-creates the instance for every
+    /// message. Every later message runs, and is metered, on the fork as on the original.
+    /// What it saves is the messages that built the state (a fixture of a million rows takes
+    /// seconds to build, a fork of it milliseconds).
+    ///
+    /// Errors: [`EngineError::NotQuiescent`] while anything is in flight (queued or unsent
+    /// messages, open call contexts, answers not yet taken), which a snapshot would not carry.
+    pub fn fork(&self) -> Result<Canister, EngineError> {
+        if self.has_pending_work()
+            || !self.contexts.is_empty()
+            || !self.ingress_results.is_empty()
+            || !self.completed_ingress.is_empty()
+        {
+            return Err(EngineError::NotQuiescent);
+        }
+        let old = self.store.data();
+        let mut data = placeholder_data();
+        data.api.sys = old.api.sys.clone();
+        data.stable_new_dirty_page = old.stable_new_dirty_page;
+        data.limiter = limiter_for(&self.settings);
+        let (mut store, handles) = instantiate(&self.engine, &self.program, data)?;
+        if let Some(m) = handles.memory {
+            let have = m.data_size(&store) as u64;
+            let want = self.shadow.len() as u64;
+            if want > have {
+                m.grow(&mut store, (want - have) / WASM_PAGE)?;
+            }
+            self.shadow.restore_fresh(m.data_mut(&mut store));
+        }
+        for (g, v) in handles.globals.iter().zip(self.globals_snapshot.clone()) {
+            g.set(&mut store, v)?;
+        }
+        Ok(Canister {
+            engine: self.engine.clone(),
+            program: self.program.clone(),
+            store,
+            handles,
+            shadow: self.shadow.clone(),
+            globals_snapshot: self.globals_snapshot.clone(),
+            settings: self.settings.clone(),
+            inputs: InputQueues::default(),
+            outputs: VecDeque::new(),
+            contexts: HashMap::new(),
+            callbacks: HashMap::new(),
+            ingress_results: HashMap::new(),
+            completed_ingress: Vec::new(),
+            next_id: self.next_id,
+            check_dirty_pages: self.check_dirty_pages,
+            last_profile: None,
+            pages: PageUse::default(),
+            written_wasm_pages: Vec::new(),
+        })
+    }
+
     /// The installed program.
     pub fn program(&self) -> &Program {
         &self.program

@@ -236,7 +236,7 @@ impl MessageCtx {
 }
 
 /// Canister state the System API reads and (on commit) changes.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub(crate) struct SystemState {
     pub canister_id: Vec<u8>,
     pub controllers: Vec<Vec<u8>>,
