@@ -290,11 +290,12 @@ pub fn profile_calls(
         ("execute_batch_packed", batch as u64, packed_arg(batch)?),
     ];
     let mut out = Vec::new();
+    let mut fixtures = Fixtures::new(engine, named, fixture);
     for (method, ops, arg) in calls {
         if fixture == Fixture::FullScale && ops == 1 {
             continue;
         }
-        let mut c = install_with_fixture(engine, named, InitArgs::default(), fixture)?;
+        let mut c = fixtures.canister(InitArgs::default())?;
         // The second call, as a steady state: the first one prepares the statements.
         let warm_up = c.update(method, &arg)?;
         reply(method, &warm_up)?;
@@ -496,11 +497,60 @@ pub fn run_mode_on(
     n: usize,
     fixture: Fixture,
 ) -> Result<ModeRun> {
+    Fixtures::new(engine, program, fixture).run_mode(mode, n)
+}
+
+/// Canisters with a fixture, built once for each install argument and forked for every run
+/// ([`Canister::fork`]: the fork meters every later message as the canister it was taken
+/// from, so a run on a fork measures what a run on a canister of its own would).
+pub struct Fixtures<'a> {
+    engine: &'a Engine,
+    program: &'a Program,
+    fixture: Fixture,
+    /// The canisters built so far, by their Candid install argument.
+    built: Vec<(Vec<u8>, Canister)>,
+}
+
+impl<'a> Fixtures<'a> {
+    /// No canister built yet.
+    pub fn new(engine: &'a Engine, program: &'a Program, fixture: Fixture) -> Fixtures<'a> {
+        Fixtures {
+            engine,
+            program,
+            fixture,
+            built: Vec::new(),
+        }
+    }
+
+    /// A canister installed with `args` holding the fixture: a fork of the one built for
+    /// `args`, which is built first if there is none.
+    pub fn canister(&mut self, args: InitArgs) -> Result<Canister> {
+        let key = Encode!(&Some(args.clone())).context("encoding the init argument")?;
+        let i = match self.built.iter().position(|(k, _)| *k == key) {
+            Some(i) => i,
+            None => {
+                let c = install_with_fixture(self.engine, self.program, args, self.fixture)?;
+                self.built.push((key, c));
+                self.built.len() - 1
+            }
+        };
+        Ok(self.built[i].1.fork()?)
+    }
+
+    /// Runs one mode with `n` ops on a canister with the fixture ([`run_mode`]).
+    pub fn run_mode(&mut self, mode: Mode, n: usize) -> Result<ModeRun> {
+        let c = self.canister(mode_init_args(mode, n))?;
+        run_mode_in(c, mode, n)
+    }
+}
+
+/// Runs one mode with `n` ops on `c`, installed with [`mode_init_args`]`(mode, n)` and
+/// holding its fixture.
+fn run_mode_in(mut c: Canister, mode: Mode, n: usize) -> Result<ModeRun> {
     let mut messages = Vec::new();
     let committed;
     match mode {
         Mode::Unbatched => {
-            let mut c = install_with_fixture(engine, program, mode_init_args(mode, n), fixture)?;
             let mut ok = 0;
             for i in 0..n {
                 let (user_id, amount) = order(i);
@@ -518,7 +568,6 @@ pub fn run_mode_on(
         }
         Mode::SubmitAndTimer => {
             // One batch: the size trigger (flush_size = n + 1) never fires, the timer flushes all.
-            let mut c = install_with_fixture(engine, program, mode_init_args(mode, n), fixture)?;
             for i in 0..n {
                 let (user_id, amount) = order(i);
                 let arg = Encode!(&user_id, &amount)?;
@@ -569,7 +618,6 @@ pub fn run_mode_on(
             }
         }
         Mode::ClientBatch => {
-            let mut c = install_with_fixture(engine, program, mode_init_args(mode, n), fixture)?;
             let arg = Encode!(&batch_ops(n))?;
             let exec = c.update("execute_batch", &arg)?;
             let outcomes = Result::from(Decode!(reply("execute_batch", &exec)?, BatchResult)?)
@@ -579,7 +627,6 @@ pub fn run_mode_on(
             messages.push(record(ingress("execute_batch", &arg), &exec));
         }
         Mode::ClientBatchPacked => {
-            let mut c = install_with_fixture(engine, program, mode_init_args(mode, n), fixture)?;
             let arg = packed_arg(n)?;
             let exec = c.update("execute_batch_packed", &arg)?;
             let outcomes = packed_outcomes(reply("execute_batch_packed", &exec)?, n)?;

@@ -1,8 +1,8 @@
 //! The suite's measurements under the replica's rules with the deterministic memory tracker
 //! (`offline_engine::Metering::IC_DMT`, `src/offline_engine/METERING.md` §10), beside the rules
 //! of PocketIC 13 every other table is metered by: the canbench benches and the message-level
-//! runs again, on an engine of their own (in a thread of their own, so the two profiles run on
-//! two cores).
+//! runs again, on an engine of their own (one of the suite's independent runs, beside the
+//! others: [`crate::suite::run`]).
 
 use anyhow::{Context, Result};
 use offline_engine::Metering;
@@ -42,38 +42,46 @@ pub struct ProfileRun {
     #[serde(skip)]
     pub message_runs: Vec<ModeRun>,
     /// Seconds from the suite's start until the profile's runs ended (they run beside the
-    /// others).
+    /// suite's other runs).
     pub wall_seconds: f64,
 }
 
-/// Runs the canbench benches and the message-level runs of `config` under `metering`.
-pub fn run(
+/// The canbench benches of `config` under `metering` (the suite runs them, and
+/// [`messages`], as runs of their own, then joins them with [`join`]).
+pub fn canbench(
     config: &SuiteConfig,
     metering: Metering,
-    fees: &FeeSchedule,
     progress: &mut Progress,
-) -> Result<ProfileRun> {
+) -> Result<CanbenchRun> {
     let engine = engine_runs::engine_with(metering)?;
-    let canbench_program = engine_runs::load(&engine, &config.canbench_wasm, BUILD_HINT_CANBENCH)?;
-    let deployable = engine_runs::load(&engine, &config.deployable_wasm, BUILD_HINT_DEPLOYABLE)?;
-    let canbench = engine_runs::run_canbench(
+    let program = engine_runs::load(&engine, &config.canbench_wasm, BUILD_HINT_CANBENCH)?;
+    engine_runs::run_canbench(
         &engine,
-        &canbench_program,
+        &program,
         &config.canbench_init_arg,
         None,
         &|_| true,
         progress,
-    )?;
+    )
+}
+
+/// The message-level runs of `config` and the pages by region ([`page_regions`]) under
+/// `metering`.
+pub fn messages(
+    config: &SuiteConfig,
+    metering: Metering,
+    fees: &FeeSchedule,
+    progress: &mut Progress,
+) -> Result<(Vec<ModeRun>, Vec<crate::regions::WorkloadPages>)> {
+    let engine = engine_runs::engine_with(metering)?;
+    let deployable = engine_runs::load(&engine, &config.deployable_wasm, BUILD_HINT_DEPLOYABLE)?;
+    let mut fixtures =
+        engine_runs::Fixtures::new(&engine, &deployable, engine_runs::Fixture::Small);
     let mut message_runs = Vec::new();
     for mode in Mode::ALL {
         for &n in config.scale.message_sizes() {
             progress.step(&format!("message-level: {} N = {n}", mode.label()));
-            message_runs.push(engine_runs::run_mode(
-                &engine,
-                &deployable,
-                mode,
-                n as usize,
-            )?);
+            message_runs.push(fixtures.run_mode(mode, n as usize)?);
         }
     }
     let regions = page_regions(
@@ -83,7 +91,19 @@ pub fn run(
         fees,
         progress,
     )?;
-    Ok(ProfileRun {
+    Ok((message_runs, regions))
+}
+
+/// The figures of `metering` from its [`canbench`] and [`messages`] runs; `wall_seconds`:
+/// when the later of the two ended, from the suite's start.
+pub fn join(
+    metering: Metering,
+    fees: &FeeSchedule,
+    canbench: CanbenchRun,
+    (message_runs, regions): (Vec<ModeRun>, Vec<crate::regions::WorkloadPages>),
+    wall_seconds: f64,
+) -> ProfileRun {
+    ProfileRun {
         regions,
         metering: metering.name.to_string(),
         source: metering.source.to_string(),
@@ -95,8 +115,8 @@ pub fn run(
             .map(|r| message_bench::summarize(fees, r))
             .collect(),
         message_runs,
-        wall_seconds: progress.elapsed(),
-    })
+        wall_seconds,
+    }
 }
 
 /// The pages of one `create_order` per message and of packed batches of 1,000 and 10,000 by

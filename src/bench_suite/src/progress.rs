@@ -4,7 +4,7 @@ use std::io::Write;
 use std::time::Instant;
 
 /// Writes `[  12.3 s] step` lines to stderr (or nowhere, for tests).
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub struct Progress {
     started: Instant,
     quiet: bool,

@@ -289,8 +289,9 @@ pub fn today() -> String {
 pub use offline_engine::civil::civil_date;
 
 /// Runs the whole suite on the offline engine: every table under the rules of PocketIC 13, and
-/// beside it, in a thread of its own, the canbench benches and message-level runs under the
-/// replica's deterministic memory tracker ([`crate::profiles`]).
+/// the canbench benches and message-level runs again under the replica's deterministic memory
+/// tracker ([`crate::profiles`]). The runs are independent of each other ([`Job`]): they run on
+/// as many threads as the machine has cores, the longest first.
 pub fn run(config: &SuiteConfig, progress: &mut Progress) -> Result<SuiteResults> {
     for (path, hint) in [
         (&config.canbench_wasm, BUILD_HINT_CANBENCH),
@@ -302,101 +303,42 @@ pub fn run(config: &SuiteConfig, progress: &mut Progress) -> Result<SuiteResults
             path.display()
         );
     }
-    let lead = crate::profiles::LEAD;
-    let mut beside = progress.beside(lead.name);
-    let (results, tracker) = std::thread::scope(|s| {
-        let tracker = s.spawn(|| crate::profiles::run(config, lead, &IC_2025, &mut beside));
-        let results = run_pocket_ic_13(config, progress);
-        (results, tracker.join())
-    });
-    let mut results = results?;
-    let tracker = tracker.map_err(|_| anyhow!("the run under {} panicked", lead.name))??;
-    results.tracker = Some(tracker);
-    results.wall_seconds = progress.elapsed();
-    Ok(results)
-}
-
-/// Every table of the suite under the rules of PocketIC 13.
-fn run_pocket_ic_13(config: &SuiteConfig, progress: &mut Progress) -> Result<SuiteResults> {
     let engine = engine_runs::engine()?;
-    progress.step(&format!("loading {}", config.canbench_wasm.display()));
-    let canbench_program = engine_runs::load(&engine, &config.canbench_wasm, BUILD_HINT_CANBENCH)?;
     progress.step(&format!("loading {}", config.deployable_wasm.display()));
     let deployable = engine_runs::load(&engine, &config.deployable_wasm, BUILD_HINT_DEPLOYABLE)?;
-    let canbench = engine_runs::run_canbench(
-        &engine,
-        &canbench_program,
-        &config.canbench_init_arg,
-        None,
-        &|_| true,
-        progress,
-    )?;
-    check_scale(config.scale, &canbench)?;
-    let mut message_runs = Vec::new();
-    for mode in Mode::ALL {
-        for &n in config.scale.message_sizes() {
-            progress.step(&format!("message-level: {} N = {n}", mode.label()));
-            message_runs.push(engine_runs::run_mode(
-                &engine,
-                &deployable,
-                mode,
-                n as usize,
-            )?);
-        }
-    }
-    let mut full_scale_runs = Vec::new();
-    for mode in Mode::ALL {
-        for &n in config.scale.full_fixture_message_sizes() {
-            progress.step(&format!(
-                "message-level at full scale (100,000 users, 1,000,000 orders): {} N = {n}",
-                mode.label()
-            ));
-            full_scale_runs.push(engine_runs::run_mode_on(
-                &engine,
-                &deployable,
-                mode,
-                n as usize,
-                engine_runs::Fixture::FullScale,
-            )?);
-        }
-    }
-    // The named twin scripts/build.sh writes beside the deployable wasm: same code, same counts.
-    let named = config.deployable_wasm.with_extension("named.wasm");
-    let call_profiles = if named.is_file() {
-        progress.step(&format!("profiling the client calls ({})", named.display()));
-        let program = engine
-            .load_file_profiled(&named)
-            .with_context(|| format!("loading {} with the profiler", named.display()))?;
-        let mut profiles = engine_runs::profile_calls(
-            &engine,
-            &program,
-            CALL_PROFILE_BATCH,
-            engine_runs::Fixture::Small,
-        )?;
-        if !config.scale.full_fixture_message_sizes().is_empty() {
-            progress.step("profiling the client batches at full scale");
-            profiles.extend(engine_runs::profile_calls(
-                &engine,
-                &program,
-                CALL_PROFILE_BATCH,
-                engine_runs::Fixture::FullScale,
-            )?);
-        }
-        profiles
-    } else {
-        progress.step(&format!(
-            "no {}: the call profiles are skipped (scripts/build.sh writes it)",
-            named.display()
-        ));
-        Vec::new()
+    let lab = Lab {
+        config,
+        engine: &engine,
+        deployable: &deployable,
     };
-    let reliability = crate::reliability::run_all(&config.deployable_wasm, progress)?;
-    let worst_case_flush = crate::reliability::worst_case_flush(&config.deployable_wasm, progress)?;
-    let peer = config
-        .peer_canbench_wasm
-        .as_deref()
-        .map(|wasm| crate::peer::run(&engine, wasm, &deployable, config.scale, progress))
-        .transpose()?;
+    let jobs = Job::all(config);
+    let threads = std::thread::available_parallelism()
+        .map_or(1, |n| n.get())
+        .min(jobs.len());
+    progress.step(&format!(
+        "{} independent runs on {threads} thread{}",
+        jobs.len(),
+        if threads == 1 { "" } else { "s" }
+    ));
+    let done = run_jobs(&lab, &jobs, threads, progress)?;
+    let mut results = None;
+    let mut parts = Parts::default();
+    for d in done {
+        match d {
+            Done::Canbench(c) => results = Some(c),
+            Done::Messages(runs) => parts.message_runs = runs,
+            Done::FullScale(runs) => parts.full_scale = runs,
+            Done::CallProfiles(p) => parts.call_profiles = p,
+            Done::Reliability(r, w) => {
+                parts.reliability = r;
+                parts.worst_case_flush = Some(w);
+            }
+            Done::Peer(p) => parts.peer = p,
+            Done::TrackerCanbench(c, end) => parts.tracker_canbench = Some((c, end)),
+            Done::TrackerMessages(m, end) => parts.tracker_messages = Some((m, end)),
+        }
+    }
+    let canbench = results.ok_or_else(|| anyhow!("the canbench run did not report"))?;
     progress.step("load model, report tables");
     let mut results = assemble(
         config.scale,
@@ -409,9 +351,10 @@ fn run_pocket_ic_13(config: &SuiteConfig, progress: &mut Progress) -> Result<Sui
             sha256: canbench.wasm_sha256.clone(),
         },
         canbench,
-        message_runs,
+        parts.message_runs,
     );
-    results.messages_full_scale = full_scale_runs
+    results.messages_full_scale = parts
+        .full_scale
         .iter()
         .map(|r| message_bench::summarize(&IC_2025, r))
         .collect();
@@ -420,11 +363,267 @@ fn run_pocket_ic_13(config: &SuiteConfig, progress: &mut Progress) -> Result<Sui
         &results.messages,
         &results.messages_full_scale,
     ));
-    results.call_profiles = call_profiles;
-    results.reliability = reliability;
-    results.worst_case_flush = Some(worst_case_flush);
-    results.peer = peer;
+    results.call_profiles = parts.call_profiles;
+    results.reliability = parts.reliability;
+    results.worst_case_flush = parts.worst_case_flush;
+    results.peer = parts.peer;
+    if let (Some((canbench, a)), Some((messages, b))) =
+        (parts.tracker_canbench, parts.tracker_messages)
+    {
+        results.tracker = Some(crate::profiles::join(
+            crate::profiles::LEAD,
+            &IC_2025,
+            canbench,
+            messages,
+            a.max(b),
+        ));
+    }
+    results.wall_seconds = progress.elapsed();
     Ok(results)
+}
+
+/// What every job of [`run`] shares: the configuration, and the deployable wasm loaded under
+/// the rules of PocketIC 13.
+struct Lab<'a> {
+    config: &'a SuiteConfig,
+    engine: &'a offline_engine::Engine,
+    deployable: &'a offline_engine::Program,
+}
+
+/// One of the suite's independent runs. [`Job::all`] lists them longest first (roughly, on a
+/// 2-core machine at full scale).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Job {
+    /// The canbench benches under the tracker ([`crate::profiles::canbench`]).
+    TrackerCanbench,
+    /// The message-level runs and pages by region under the tracker
+    /// ([`crate::profiles::messages`]).
+    TrackerMessages,
+    /// The peer on ic-sqlite-vfs ([`crate::peer::run`]).
+    Peer,
+    /// The reliability scenarios and the worst-case flush.
+    Reliability,
+    /// The call profiles, on the named twin of the deployable wasm.
+    CallProfiles,
+    /// The message-level runs on the small fixture.
+    Messages,
+    /// The canbench benches.
+    Canbench,
+    /// The message-level runs on the full-scale fixture.
+    FullScale,
+}
+
+/// What a [`Job`] measured.
+enum Done {
+    /// With the seconds from the suite's start to the job's end.
+    TrackerCanbench(CanbenchRun, f64),
+    /// With the seconds from the suite's start to the job's end.
+    TrackerMessages(TrackerMessages, f64),
+    Peer(Option<crate::peer::PeerResults>),
+    Reliability(
+        Vec<crate::reliability::ScenarioResult>,
+        crate::reliability::WorstCaseFlush,
+    ),
+    CallProfiles(Vec<crate::call_profile::CallProfile>),
+    Messages(Vec<ModeRun>),
+    Canbench(CanbenchRun),
+    FullScale(Vec<ModeRun>),
+}
+
+/// The results of the jobs other than canbench's, as [`run`] collects them.
+#[derive(Default)]
+struct Parts {
+    message_runs: Vec<ModeRun>,
+    full_scale: Vec<ModeRun>,
+    call_profiles: Vec<crate::call_profile::CallProfile>,
+    reliability: Vec<crate::reliability::ScenarioResult>,
+    worst_case_flush: Option<crate::reliability::WorstCaseFlush>,
+    peer: Option<crate::peer::PeerResults>,
+    tracker_canbench: Option<(CanbenchRun, f64)>,
+    tracker_messages: Option<(TrackerMessages, f64)>,
+}
+
+/// The tracker's message-level runs and pages by region ([`crate::profiles::messages`]).
+type TrackerMessages = (Vec<ModeRun>, Vec<crate::regions::WorkloadPages>);
+
+impl Job {
+    /// Every job of a run of `config`, longest first.
+    fn all(config: &SuiteConfig) -> Vec<Job> {
+        let mut jobs = vec![Job::TrackerCanbench, Job::TrackerMessages];
+        if config.peer_canbench_wasm.is_some() {
+            jobs.push(Job::Peer);
+        }
+        jobs.push(Job::Reliability);
+        if !config.scale.full_fixture_message_sizes().is_empty() {
+            jobs.push(Job::FullScale);
+        }
+        jobs.extend([Job::CallProfiles, Job::Messages, Job::Canbench]);
+        jobs
+    }
+
+    fn run(self, lab: &Lab, progress: &mut Progress) -> Result<Done> {
+        let config = lab.config;
+        Ok(match self {
+            Job::TrackerCanbench => {
+                let mut beside = progress.beside(crate::profiles::LEAD.name);
+                let run = crate::profiles::canbench(config, crate::profiles::LEAD, &mut beside)?;
+                Done::TrackerCanbench(run, beside.elapsed())
+            }
+            Job::TrackerMessages => {
+                let mut beside = progress.beside(crate::profiles::LEAD.name);
+                let runs = crate::profiles::messages(
+                    config,
+                    crate::profiles::LEAD,
+                    &IC_2025,
+                    &mut beside,
+                )?;
+                Done::TrackerMessages(runs, beside.elapsed())
+            }
+            Job::Peer => Done::Peer(
+                config
+                    .peer_canbench_wasm
+                    .as_deref()
+                    .map(|wasm| {
+                        crate::peer::run(lab.engine, wasm, lab.deployable, config.scale, progress)
+                    })
+                    .transpose()?,
+            ),
+            Job::Reliability => {
+                let reliability = crate::reliability::run_all(&config.deployable_wasm, progress)?;
+                let worst =
+                    crate::reliability::worst_case_flush(&config.deployable_wasm, progress)?;
+                Done::Reliability(reliability, worst)
+            }
+            Job::CallProfiles => Done::CallProfiles(call_profiles(lab, progress)?),
+            Job::Messages => {
+                let mut fixtures = engine_runs::Fixtures::new(
+                    lab.engine,
+                    lab.deployable,
+                    engine_runs::Fixture::Small,
+                );
+                let mut runs = Vec::new();
+                for mode in Mode::ALL {
+                    for &n in config.scale.message_sizes() {
+                        progress.step(&format!("message-level: {} N = {n}", mode.label()));
+                        runs.push(fixtures.run_mode(mode, n as usize)?);
+                    }
+                }
+                Done::Messages(runs)
+            }
+            Job::Canbench => {
+                progress.step(&format!("loading {}", config.canbench_wasm.display()));
+                let program =
+                    engine_runs::load(lab.engine, &config.canbench_wasm, BUILD_HINT_CANBENCH)?;
+                let canbench = engine_runs::run_canbench(
+                    lab.engine,
+                    &program,
+                    &config.canbench_init_arg,
+                    None,
+                    &|_| true,
+                    progress,
+                )?;
+                check_scale(config.scale, &canbench)?;
+                Done::Canbench(canbench)
+            }
+            Job::FullScale => {
+                let mut fixtures = engine_runs::Fixtures::new(
+                    lab.engine,
+                    lab.deployable,
+                    engine_runs::Fixture::FullScale,
+                );
+                let mut runs = Vec::new();
+                for mode in Mode::ALL {
+                    for &n in config.scale.full_fixture_message_sizes() {
+                        progress.step(&format!(
+                            "message-level at full scale (100,000 users, 1,000,000 orders): {} N = {n}",
+                            mode.label()
+                        ));
+                        runs.push(fixtures.run_mode(mode, n as usize)?);
+                    }
+                }
+                Done::FullScale(runs)
+            }
+        })
+    }
+}
+
+/// Runs `jobs` on `threads` threads, each taking the next job not yet taken; after a job fails
+/// no other starts. The results come back in the order of `jobs`; the first failure in that
+/// order is the error.
+fn run_jobs(lab: &Lab, jobs: &[Job], threads: usize, progress: &Progress) -> Result<Vec<Done>> {
+    use std::sync::Mutex;
+    use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+    let next = AtomicUsize::new(0);
+    let failed = AtomicBool::new(false);
+    let slots: Mutex<Vec<Option<Result<Done>>>> = Mutex::new(jobs.iter().map(|_| None).collect());
+    std::thread::scope(|s| {
+        for _ in 0..threads {
+            let mut progress = progress.clone();
+            let (next, failed, slots) = (&next, &failed, &slots);
+            s.spawn(move || {
+                while !failed.load(Ordering::SeqCst) {
+                    let i = next.fetch_add(1, Ordering::SeqCst);
+                    let Some(job) = jobs.get(i) else { break };
+                    let out = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                        job.run(lab, &mut progress)
+                    }))
+                    .unwrap_or_else(|_| Err(anyhow!("the {job:?} run panicked")));
+                    if out.is_err() {
+                        failed.store(true, Ordering::SeqCst);
+                    }
+                    slots.lock().expect("no job panics holding the lock")[i] = Some(out);
+                }
+            });
+        }
+    });
+    let slots = slots.into_inner().expect("no job panics holding the lock");
+    let mut done = Vec::new();
+    for (job, slot) in jobs.iter().zip(slots) {
+        match slot {
+            Some(out) => done.push(out.with_context(|| format!("the {job:?} run"))?),
+            None => anyhow::bail!("the {job:?} run did not start: another run failed first"),
+        }
+    }
+    Ok(done)
+}
+
+/// The call profiles on the small fixture, and at full scale the client batches' on the
+/// full-scale fixture, on the named twin scripts/build.sh writes beside the deployable wasm
+/// (same code, same counts); none when that file is missing.
+fn call_profiles(
+    lab: &Lab,
+    progress: &mut Progress,
+) -> Result<Vec<crate::call_profile::CallProfile>> {
+    let config = lab.config;
+    let named = config.deployable_wasm.with_extension("named.wasm");
+    if !named.is_file() {
+        progress.step(&format!(
+            "no {}: the call profiles are skipped (scripts/build.sh writes it)",
+            named.display()
+        ));
+        return Ok(Vec::new());
+    }
+    progress.step(&format!("profiling the client calls ({})", named.display()));
+    let program = lab
+        .engine
+        .load_file_profiled(&named)
+        .with_context(|| format!("loading {} with the profiler", named.display()))?;
+    let mut profiles = engine_runs::profile_calls(
+        lab.engine,
+        &program,
+        CALL_PROFILE_BATCH,
+        engine_runs::Fixture::Small,
+    )?;
+    if !config.scale.full_fixture_message_sizes().is_empty() {
+        progress.step("profiling the client batches at full scale");
+        profiles.extend(engine_runs::profile_calls(
+            lab.engine,
+            &program,
+            CALL_PROFILE_BATCH,
+            engine_runs::Fixture::FullScale,
+        )?);
+    }
+    Ok(profiles)
 }
 
 /// Builds the results from the measured figures (no engine involved).
