@@ -26,19 +26,28 @@ pub fn run(scale: Scale, out: &Path, wasms: &Wasms, progress: &mut Progress) -> 
         "done: suite wall time {:.1} s",
         results.wall_seconds
     ));
-    let summary = crate::summary::summarize(&results.messages, &results.fee_schedule);
     println!(
-        "\nWhat a million writes cost ({}):\n",
+        "\nWhat a million writes cost ({}):",
         out.join("REPORT.md").display()
     );
-    let source = format!(
-        "engine: {} · {} · scale {} · fee schedule of {}, 1 T cycles = 1 XDR = US$ {:.5}",
-        results.engine,
-        results.date,
-        scale.label(),
-        results.fee_schedule.date,
-        results.fee_schedule.usd_per_xdr
-    );
-    print!("{}", crate::summary::render_markdown(&summary, &source));
+    // The replica's rules with the tracker first, as the report leads with them.
+    let mut profiles = Vec::new();
+    if let Some(t) = &results.tracker {
+        profiles.push((&t.engine, &t.messages));
+    }
+    profiles.push((&results.engine, &results.messages));
+    for (engine, messages) in profiles {
+        let summary = crate::summary::summarize(messages, &results.fee_schedule);
+        let source = format!(
+            "engine: {} · {} · scale {} · fee schedule of {}, 1 T cycles = 1 XDR = US$ {:.5}",
+            engine,
+            results.date,
+            scale.label(),
+            results.fee_schedule.date,
+            results.fee_schedule.usd_per_xdr
+        );
+        println!();
+        print!("{}", crate::summary::render_markdown(&summary, &source));
+    }
     Ok(ExitCode::SUCCESS)
 }

@@ -195,7 +195,7 @@ pub(super) fn call_profiles(p: &Inputs) -> String {
                 "\nWhat grows at full scale: the functions of `{method}` ({} orders) whose self instructions per op grew most \
                  from the 10,000-user fixture ({} per op) to the full-scale one ({} per op). Deeper B-trees make every \
                  search and page split dearer; `pcache1TruncateUnsafe` is SQLite scanning its whole page cache at `COMMIT` \
-                 (see \"SQLite's page cache at COMMIT\" in the README).\n\n{l}\n",
+                 (see [\"SQLite's page cache at COMMIT\"](../docs/benchmarks.md#sqlites-page-cache-at-commit)).\n\n{l}\n",
                 fmt_u(small.ops),
                 fmt_u(per_op(small)),
                 fmt_u(per_op(full))
