@@ -22,7 +22,9 @@ canister_wasms() {
 }
 step "canister wasms" "100 s first run, 30 s later" canister_wasms
 step "committed report is this commit's" "1 s" scripts/check_report_current.sh
-step "cargo test" "17 min first run, 6 min later" cargo test --release
+# The feature pocket-ic adds `bench-suite messages` and its test (the main job builds the suite
+# without it).
+step "cargo test" "17 min first run, 6 min later" cargo test --release --features bench_suite/pocket-ic
 # The peer canister on ic-sqlite-vfs (canisters/vfs_canister, a cargo workspace of its own):
 # format, lint (its wasm, benches included), its deployable wasm, and its tests on the offline
 # engine, which also install the reference's deployable wasm built above. The tests build in the
@@ -46,10 +48,11 @@ step "library examples" "20 s" library_examples
 step "JS agent and icp-cli" "20 s" \
   bash -c 'cd src/pocket_ic_server/tests/agent-js && npm ci && npx tsc --noEmit && node --test'
 clippy_and_docs() {
-  cargo clippy --release --all-targets -- -D warnings
+  cargo clippy --release --all-targets --features bench_suite/pocket-ic -- -D warnings
+  cargo clippy --release -p bench_suite --all-targets -- -D warnings
   cargo clippy --release --target wasm32-wasip1 -p bench_canister --features declared -- -D warnings
   cargo clippy --release --target wasm32-wasip1 -p ic-rusqlite-batch -p notes_canister -p todo_canister -- -D warnings
-  RUSTDOCFLAGS="-D warnings" cargo doc --no-deps --workspace
+  RUSTDOCFLAGS="-D warnings" cargo doc --no-deps --workspace --features bench_suite/pocket-ic
   RUSTDOCFLAGS="-D warnings" cargo doc --no-deps --target wasm32-wasip1 -p bench_canister --document-private-items
   RUSTDOCFLAGS="-D warnings" cargo doc --no-deps --target wasm32-wasip1 -p ic-rusqlite-batch -p notes_canister -p todo_canister
 }

@@ -19,8 +19,8 @@
 //!   summary for a pull request.
 //! - [`suite`]: runs it all and collects the figures; [`commands`]: one module per `bench-suite`
 //!   command.
-//! - [`pocket_ic_runs`]: the message-level runs through the `pocket-ic` client, against
-//!   `offline-pocket-ic` or a real PocketIC (`bench-suite messages`).
+//! - `pocket_ic_runs` (feature `pocket-ic`): the message-level runs through the `pocket-ic`
+//!   client, against `offline-pocket-ic` or a real PocketIC (`bench-suite messages`).
 #![deny(missing_docs)]
 
 pub mod analysis;
@@ -36,6 +36,7 @@ pub mod load_model;
 pub mod message_bench;
 pub mod output;
 pub mod peer;
+#[cfg(feature = "pocket-ic")]
 pub mod pocket_ic_runs;
 pub mod pr_summary;
 pub mod profiles;

@@ -6,7 +6,9 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use anyhow::Result;
-use bench_suite::commands::{self, Wasms, estimate::LoadArgs, messages::RuntimeArg};
+#[cfg(feature = "pocket-ic")]
+use bench_suite::commands::messages::RuntimeArg;
+use bench_suite::commands::{self, Wasms, estimate::LoadArgs};
 use bench_suite::progress::Progress;
 use bench_suite::regression::DEFAULT_THRESHOLD_PCT;
 use bench_suite::suite::Scale;
@@ -120,7 +122,9 @@ enum Command {
     /// The message-level runs (unbatched, submit + timer, client batch) through the pocket-ic
     /// client, beside the in-process runs of the same modes: prints a Markdown table labelled
     /// with the runtime the figures came from. Against offline-pocket-ic it fails (exit 1) when
-    /// the cycles charged differ from the in-process fee model.
+    /// the cycles charged differ from the in-process fee model. Built with the feature
+    /// `pocket-ic` (`cargo build --release -p bench_suite --features pocket-ic`).
+    #[cfg(feature = "pocket-ic")]
     Messages {
         /// offline: the server `--server` (default target/release/offline-pocket-ic); pocketic:
         /// the PocketIC server binary POCKET_IC_BIN names.
@@ -189,6 +193,7 @@ fn real_main() -> Result<ExitCode> {
             metering,
             p,
         ),
+        #[cfg(feature = "pocket-ic")]
         Command::Messages {
             runtime,
             n,

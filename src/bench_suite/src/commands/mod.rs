@@ -13,6 +13,7 @@ pub mod budget_floor;
 pub mod canbench_check;
 pub mod check;
 pub mod estimate;
+#[cfg(feature = "pocket-ic")]
 pub mod messages;
 pub mod pages;
 pub mod reliability;
