@@ -2,7 +2,8 @@
 # The main job: installs the tools it needs, builds the reference canister's two wasms, the
 # canbench wasm of its peer on ic-sqlite-vfs (canisters/vfs_canister, whose benches the suite runs
 # beside the reference's) and the suite, and runs the benchmark suite on the offline engine (wasmtime with the IC's metering;
-# under both metering profiles, the replica's deterministic memory tracker in a thread beside the rules of PocketIC 13),
+# under both metering profiles, the replica's deterministic memory tracker and the rules of PocketIC 13; its independent
+# runs on every core),
 # writing bench/REPORT.md, bench/results.json and bench/*.svg|png; it ends with the summary table.
 # Usage: scripts/bench.sh [full|ci]   (default full: the scale of the ic-rusqlite users/orders
 #        benchmark, 100k users and 1M orders)
@@ -23,11 +24,17 @@ source scripts/steps.sh
 canbench_wasm() { BENCH_SCALE_DIVISOR=$divisor scripts/build.sh canbench; }
 peer_canbench_wasm() { BENCH_SCALE_DIVISOR=$divisor scripts/build_vfs.sh canbench; }
 
+# The pinned toolchain first (rustup installs it, with its targets, at the first cargo command):
+# then the suite's build, the longest step, runs beside the tools and the wasms, whose builds
+# leave cores idle (the peer's in a target directory of its own; the reference's wait for the
+# suite's build to release target/).
+step "toolchain" "30 s first run, 1 s later" cargo --version
+step_beside "suite build" "5 min first run, 1 s later" cargo build --release -p bench_suite
 step "tools" "75 s first run, 1 s later" scripts/setup.sh
+step "peer canister wasm (ic-sqlite-vfs, canbench)" "40 s first run, 1 s later" peer_canbench_wasm
 step "canister wasm (deployable)" "1 min first run, 1 s later" scripts/build.sh
 step "canister wasm (canbench)" "15 s first run, 1 s later" canbench_wasm
-step "peer canister wasm (ic-sqlite-vfs, canbench)" "40 s first run, 1 s later" peer_canbench_wasm
-step "suite build" "7 min first run, 1 s later" cargo build --release -p bench_suite
+step_wait "suite build"
 step "suite run ($scale scale)" "6 min at full scale, 2 min at CI scale" \
   target/release/bench-suite run --scale "$scale" --out bench \
   --peer-canbench-wasm target/canister/vfs_canister_canbench.wasm
