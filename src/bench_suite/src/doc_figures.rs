@@ -14,7 +14,7 @@
 //!   validation line are compared by that crate's own test ([`VALIDATION_CHECK`]).
 //! - **stale**: inside a generated block whose text differs from its command's output (fails).
 //! - **constant**: not measured but defined by a public source or by this repository's
-//!   configuration; [`constants::CONSTANTS`] holds each with its source and, where the code has
+//!   configuration; [`constants::table`] holds each with its source and, where the code has
 //!   it, the code's value.
 //! - **timing**: a duration that is neither (how long a build or a run took); listed with
 //!   whether its paragraph names the command that measured it and the date, never failing.
@@ -482,7 +482,7 @@ pub fn find(text: &str) -> Vec<Found> {
         let c = rest.chars().next().unwrap();
         let prev = text[..i].chars().next_back();
         let starts = c.is_ascii_digit()
-            && !prev.is_some_and(|p| p.is_alphanumeric() || matches!(p, '.' | '_' | ',' | '/'));
+            && !prev.is_some_and(|p| p.is_alphanumeric() || matches!(p, '.' | '_' | ',' | '/' | '^'));
         if !starts {
             i += c.len_utf8();
             continue;
@@ -508,7 +508,9 @@ pub fn find(text: &str) -> Vec<Found> {
             None => (0, after),
         };
         let unit = UNITS.iter().find(|u| {
-            unit_text.starts_with(u.text)
+            // `3 × the budget` is a product; a ratio is written `162×`.
+            !(u.text == "×" && space > 0)
+                && unit_text.starts_with(u.text)
                 && (!u.text.ends_with(|c: char| c.is_alphanumeric())
                     || !unit_text[u.text.len()..]
                         .chars()
@@ -597,6 +599,7 @@ pub fn list_doc(path: &str, text: &str, run: &mut Runner<'_>) -> Result<Listed> 
     let blocks = blocks(&lines).map_err(|e| anyhow::anyhow!("{path}: {e}"))?;
     let code = code_lines(&lines, &blocks);
     let paragraphs = paragraphs(&lines);
+    let table = constants::table();
     let history = Path::new(path)
         .file_name()
         .is_some_and(|n| n == "CHANGELOG.md");
@@ -654,7 +657,7 @@ pub fn list_doc(path: &str, text: &str, run: &mut Runner<'_>) -> Result<Listed> 
                 statuses[b].clone()
             } else if history {
                 Status::History
-            } else if let Some(source) = constant(&f.text, &lower, constants::CONSTANTS) {
+            } else if let Some(source) = constant(&f.text, &lower, &table) {
                 Status::Constant(source)
             } else if f.duration {
                 Status::Timing {
