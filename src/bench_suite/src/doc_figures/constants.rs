@@ -1,20 +1,20 @@
 //! The values the docs quote that are not measured: each defined by a public source (the IC's
 //! fee schedule and interface specification, the replica's source with file and commit, SQLite,
 //! the WebAssembly specification) or by this repository's own configuration. Where the code holds
-//! the value, `value` is the code's and [`tests`] hold the figure to it.
+//! the value, `value` is the code's and a unit test holds the figure to it.
 
 use batch_core::{
     DEFAULT_MAX_BYTES, DEFAULT_MAX_BYTES_PER_CALLER, DEFAULT_PERMITTED_DRIFT_NS, DEFAULT_WINDOW_NS,
 };
 use bench_api::{MAX_SINGLE_OP_ARG_BYTES, MAX_USERNAME_BYTES, MIN_FLUSH_BUDGET};
 use ic_batch_client::{BatcherConfig, ENVELOPE_RESERVE_BYTES, IC_MAX_MESSAGE_BYTES};
+use offline_engine::SubnetConfig;
 use offline_engine::fees::{CYCLES_PER_XDR, IC_2025, NONCE_BYTES};
 use offline_engine::metering::Metering;
 use offline_engine::stable::{MAX_STABLE_WASM_PAGES, OS_PAGE, WASM_PAGE};
 use offline_engine::system_api::MAX_CALL_TIMEOUT_SECONDS;
 use offline_engine::system_api::complexity::overhead;
 use offline_engine::types::SubnetKind;
-use offline_engine::SubnetConfig;
 
 /// One defined value as the docs write it.
 #[derive(Debug, Clone, Copy)]
@@ -44,14 +44,14 @@ const fn c(
     }
 }
 
-const FEES: &str = "IC fee schedule, offline_engine::fees::IC_2025 (rs/config/src/subnet_config.rs)";
+const FEES: &str =
+    "IC fee schedule, offline_engine::fees::IC_2025 (rs/config/src/subnet_config.rs)";
 const SUBNET: &str =
     "replica's rs/config/src/subnet_config.rs, offline_engine::SubnetConfig::APPLICATION";
 const LIMITS: &str = "replica's rs/config/src/execution_environment.rs, offline_engine::types::SubnetKind::Application";
 const SPEC: &str = "IC interface specification";
 const EMBEDDERS: &str = "replica's rs/config/src/embedders.rs (src/offline_engine/METERING.md)";
-const TRACKER: &str =
-    "replica at 0441fbd7 (#10789, #11180), offline_engine::Metering::IC_DMT";
+const TRACKER: &str = "replica at 0441fbd7 (#10789, #11180), offline_engine::Metering::IC_DMT";
 const POCKET_IC_13: &str = "replica of PocketIC 13.0.0, offline_engine::Metering::POCKET_IC_13";
 const DEDUP: &str = "batch_core::dedup defaults (ICRC-1 deduplication window)";
 const CLIENT: &str = "ic_batch_client::BatcherConfig::default";
@@ -75,97 +75,430 @@ pub fn table() -> Vec<Constant> {
     let secs = |ns: u64| Some(ns as f64 / 1e9);
     vec![
         // The IC's fees (13 nodes).
-        c("5 M", MESSAGE, FEES, f(IC_2025.update_message_execution_fee)),
-        c("5,000,000 cycles", MESSAGE, FEES, f(IC_2025.update_message_execution_fee)),
-        c("1.2 M", INGRESS, FEES, f(IC_2025.ingress_message_reception_fee)),
-        c("1,200,000 cycles", INGRESS, FEES, f(IC_2025.ingress_message_reception_fee)),
+        c(
+            "5 M",
+            MESSAGE,
+            FEES,
+            f(IC_2025.update_message_execution_fee),
+        ),
+        c(
+            "5,000,000 cycles",
+            MESSAGE,
+            FEES,
+            f(IC_2025.update_message_execution_fee),
+        ),
+        c(
+            "1.2 M",
+            INGRESS,
+            FEES,
+            f(IC_2025.ingress_message_reception_fee),
+        ),
+        c(
+            "1,200,000 cycles",
+            INGRESS,
+            FEES,
+            f(IC_2025.ingress_message_reception_fee),
+        ),
         c("260 K", &["call"], FEES, f(IC_2025.xnet_call_fee)),
         c("260,000 cycles", &["call"], FEES, f(IC_2025.xnet_call_fee)),
-        c("1 cycle", &["instruction"], FEES, f(IC_2025.ten_update_instructions_execution_fee / 10)),
-        c("2 cycles", &["wasm64"], "replica's rs/cycles_account_manager (wasm64 instructions)", None),
+        c(
+            "1 cycle",
+            &["instruction"],
+            FEES,
+            f(IC_2025.ten_update_instructions_execution_fee / 10),
+        ),
+        c(
+            "2 cycles",
+            &["wasm64"],
+            "replica's rs/cycles_account_manager (wasm64 instructions)",
+            None,
+        ),
         c("1 T", &["xdr"], FEES, Some(CYCLES_PER_XDR)),
         c("US$ 1.35482", &["xdr"], FEES, Some(IC_2025.usd_per_xdr)),
-        c("8 bytes", &["nonce"], "agent-rs's ingress nonce, offline_engine::fees::NONCE_BYTES", u(NONCE_BYTES)),
+        c(
+            "8 bytes",
+            &["nonce"],
+            "agent-rs's ingress nonce, offline_engine::fees::NONCE_BYTES",
+            u(NONCE_BYTES),
+        ),
         // Pages and what touching them costs.
-        c("4 KiB", PAGE, "the replica's OS page, offline_engine::stable::OS_PAGE", u(OS_PAGE)),
-        c("64 KiB", &["page", "min_pending_bytes"], "the Wasm page, offline_engine::stable::WASM_PAGE", u(WASM_PAGE)),
-        c("16 KiB", &["page"], "16 KiB-page hosts (replica #9894); ic-sqlite-vfs's page size", None),
-        c("64 pages", &["summary"], "offline_engine::heap::SUMMARY_SHIFT", u(1 << offline_engine::heap::SUMMARY_SHIFT)),
+        c(
+            "4 KiB",
+            PAGE,
+            "the replica's OS page, offline_engine::stable::OS_PAGE",
+            u(OS_PAGE),
+        ),
+        c(
+            "64 KiB",
+            &["page", "min_pending_bytes"],
+            "the Wasm page, offline_engine::stable::WASM_PAGE",
+            u(WASM_PAGE),
+        ),
+        c(
+            "16 KiB",
+            &["page"],
+            "16 KiB-page hosts (replica #9894); ic-sqlite-vfs's page size",
+            None,
+        ),
+        c(
+            "64 pages",
+            &["summary"],
+            "offline_engine::heap::SUMMARY_SHIFT",
+            u(1 << offline_engine::heap::SUMMARY_SHIFT),
+        ),
         c("5,000 instructions", PAGE, TRACKER, u(dmt.page_overhead)),
-        c("80,000 instructions", PAGE, TRACKER, u(dmt.page_overhead * dmt.os_pages_per_wasm_page)),
-        c("1,000 instructions", PAGE, POCKET_IC_13, u(Metering::POCKET_IC_13.heap_changed_page)),
-        c("3,000 instructions", &["copy"], "replica's rs/config/src/subnet_config.rs (copy overhead per dirty page)", None),
-        c("16 bytes", &["access", "cross"], "WebAssembly: the widest access (v128)", None),
+        c(
+            "80,000 instructions",
+            PAGE,
+            TRACKER,
+            u(dmt.page_overhead * dmt.os_pages_per_wasm_page),
+        ),
+        c(
+            "1,000 instructions",
+            PAGE,
+            POCKET_IC_13,
+            u(Metering::POCKET_IC_13.heap_changed_page),
+        ),
+        c(
+            "3,000 instructions",
+            &["copy"],
+            "replica's rs/config/src/subnet_config.rs (copy overhead per dirty page)",
+            None,
+        ),
+        c(
+            "16 bytes",
+            &["access", "cross"],
+            "WebAssembly: the widest access (v128)",
+            None,
+        ),
         // Limits of messages, memory and rounds.
         c("40 B", INSTRUCTION_LIMIT, LIMITS, u(limits.update)),
         c("5 B", &["query"], LIMITS, u(limits.query)),
         c("300 B", &["install", "upgrade"], LIMITS, u(limits.install)),
         c("200 M", &["inspect"], LIMITS, u(limits.inspect)),
-        c("2 MiB", REPLY_LIMIT, SPEC, Some(IC_MAX_MESSAGE_BYTES as f64)),
+        c(
+            "2 MiB",
+            REPLY_LIMIT,
+            SPEC,
+            Some(IC_MAX_MESSAGE_BYTES as f64),
+        ),
         c("3 MiB", &["query"], SPEC, None),
-        c("4 MiB", &["block"], SUBNET, u(subnet.max_ingress_bytes_per_block)),
-        c("4 B", &["round"], SUBNET, u(subnet.max_instructions_per_round)),
-        c("2 B", &["slice"], SUBNET, u(subnet.max_instructions_per_slice)),
-        c("2 M", &["per execution", "each execution"], SUBNET, u(subnet.instruction_overhead_per_execution)),
-        c("8 M", &["per canister", "each canister"], SUBNET, u(subnet.instruction_overhead_per_canister)),
-        c("12 K", &["per canister"], SUBNET, u(subnet.instruction_overhead_per_canister_for_finalization)),
-        c("4 GiB", &["heap", "32-bit", "memory"], "WebAssembly's 32-bit memory", Some(65_536.0 * WASM_PAGE as f64)),
-        c("65,536 pages", &["heap"], "WebAssembly's 32-bit memory", Some(65_536.0)),
-        c("500 GiB", &["stable"], "offline_engine::stable::MAX_STABLE_WASM_PAGES", Some((MAX_STABLE_WASM_PAGES * WASM_PAGE) as f64)),
-        c("2 GiB", &["stable"], EMBEDDERS, u(dmt.stable_accessed_limit.message * OS_PAGE)),
-        c("8 GiB", &["stable"], EMBEDDERS, u(dmt.stable_accessed_limit.upgrade * OS_PAGE)),
-        c("1 GiB", &["stable", "dirt"], EMBEDDERS, u(dmt.stable_accessed_limit.query * OS_PAGE)),
+        c(
+            "4 MiB",
+            &["block"],
+            SUBNET,
+            u(subnet.max_ingress_bytes_per_block),
+        ),
+        c(
+            "4 B",
+            &["round"],
+            SUBNET,
+            u(subnet.max_instructions_per_round),
+        ),
+        c(
+            "2 B",
+            &["slice"],
+            SUBNET,
+            u(subnet.max_instructions_per_slice),
+        ),
+        c(
+            "2 M",
+            &["per execution", "each execution"],
+            SUBNET,
+            u(subnet.instruction_overhead_per_execution),
+        ),
+        c(
+            "8 M",
+            &["per canister", "each canister"],
+            SUBNET,
+            u(subnet.instruction_overhead_per_canister),
+        ),
+        c(
+            "12 K",
+            &["per canister"],
+            SUBNET,
+            u(subnet.instruction_overhead_per_canister_for_finalization),
+        ),
+        c(
+            "4 GiB",
+            &["heap", "32-bit", "memory"],
+            "WebAssembly's 32-bit memory",
+            Some(65_536.0 * WASM_PAGE as f64),
+        ),
+        c(
+            "65,536 pages",
+            &["heap"],
+            "WebAssembly's 32-bit memory",
+            Some(65_536.0),
+        ),
+        c(
+            "500 GiB",
+            &["stable"],
+            "offline_engine::stable::MAX_STABLE_WASM_PAGES",
+            Some((MAX_STABLE_WASM_PAGES * WASM_PAGE) as f64),
+        ),
+        c(
+            "2 GiB",
+            &["stable"],
+            EMBEDDERS,
+            u(dmt.stable_accessed_limit.message * OS_PAGE),
+        ),
+        c(
+            "8 GiB",
+            &["stable"],
+            EMBEDDERS,
+            u(dmt.stable_accessed_limit.upgrade * OS_PAGE),
+        ),
+        c(
+            "1 GiB",
+            &["stable", "dirt"],
+            EMBEDDERS,
+            u(dmt.stable_accessed_limit.query * OS_PAGE),
+        ),
         c("6 GiB", &["wasm64"], EMBEDDERS, None),
-        c("64 GiB", &["wasm64"], "offline_engine's wasm64 page states", None),
-        c("300 s", &["timeout"], SPEC, u(u64::from(MAX_CALL_TIMEOUT_SECONDS))),
+        c(
+            "64 GiB",
+            &["wasm64"],
+            "offline_engine's wasm64 page states",
+            None,
+        ),
+        c(
+            "300 s",
+            &["timeout"],
+            SPEC,
+            u(u64::from(MAX_CALL_TIMEOUT_SECONDS)),
+        ),
         c("5 min", &["ingress_expiry"], SPEC, None),
         c("30 s", &["ingress_expiry"], SPEC, None),
         c("32 bytes", &["nonce"], SPEC, None),
         c("133 bytes", &["root_key"], SPEC, None),
         // The System API's costs.
-        c("500 instructions", &["ic0"], "replica's system_api_complexity.rs, offline_engine::system_api::complexity", u(overhead::MSG_REPLY)),
-        c("100 instructions", &["limit"], "replica's system_api_complexity.rs (debug_print)", u(overhead::DEBUG_PRINT)),
-        c("4×", &["wasm64"], "replica #1725 (the former wasm64 multiplier)", None),
+        c(
+            "500 instructions",
+            &["ic0"],
+            "replica's system_api_complexity.rs, offline_engine::system_api::complexity",
+            u(overhead::MSG_REPLY),
+        ),
+        c(
+            "100 instructions",
+            &["limit"],
+            "replica's system_api_complexity.rs (debug_print)",
+            u(overhead::DEBUG_PRINT),
+        ),
+        c(
+            "4×",
+            &["wasm64"],
+            "replica #1725 (the former wasm64 multiplier)",
+            None,
+        ),
         // This repository's configuration.
-        c("24 h", &["window", "retry", "key"], DEDUP, secs(DEFAULT_WINDOW_NS)),
-        c("60 s", &["drift", "future"], DEDUP, secs(DEFAULT_PERMITTED_DRIFT_NS)),
-        c("256 MiB", &["store", "max_pending_bytes", "pending"], DEDUP, u(DEFAULT_MAX_BYTES)),
-        c("32 MiB", &["caller", "eighth"], DEDUP, u(DEFAULT_MAX_BYTES_PER_CALLER)),
-        c("1,000,000 keys", &["store"], DEDUP, u(batch_core::DEFAULT_MAX_KEYS)),
-        c("16 bytes", &["key"], "batch_types::BatchKey (creation time and a 16-byte id)", None),
-        c("8 bytes", &["key", "ticket"], "the batch key's id halves; a ticket's owner", None),
-        c("200 M", &["scaled down"], "the reliability scenario's message limit (bench_suite::reliability)", None),
-        c("1 B", &["message limit"], "the reliability scenarios' message limit (bench_suite::reliability)", None),
-        c("1 B", &["prune"], "ic_rusqlite_batch::keyed::PRUNE_STEP_INSTRUCTIONS", None),
-        c("1.25 B", &["prune"], "ic_rusqlite_batch::keyed::PRUNE_MESSAGE_MAX_INSTRUCTIONS", None),
-        c("20 M", &["budget", "floor"], "bench_api::MIN_FLUSH_BUDGET", u(MIN_FLUSH_BUDGET)),
+        c(
+            "24 h",
+            &["window", "retry", "key"],
+            DEDUP,
+            secs(DEFAULT_WINDOW_NS),
+        ),
+        c(
+            "60 s",
+            &["drift", "future"],
+            DEDUP,
+            secs(DEFAULT_PERMITTED_DRIFT_NS),
+        ),
+        c(
+            "256 MiB",
+            &["store", "max_pending_bytes", "pending"],
+            DEDUP,
+            u(DEFAULT_MAX_BYTES),
+        ),
+        c(
+            "32 MiB",
+            &["caller", "eighth"],
+            DEDUP,
+            u(DEFAULT_MAX_BYTES_PER_CALLER),
+        ),
+        c(
+            "16 bytes",
+            &["key"],
+            "batch_types::BatchKey (creation time and a 16-byte id)",
+            None,
+        ),
+        c(
+            "8 bytes",
+            &["key", "ticket"],
+            "the batch key's id halves; a ticket's owner",
+            None,
+        ),
+        c(
+            "200 M",
+            &["scaled down"],
+            "the reliability scenario's message limit (bench_suite::reliability)",
+            None,
+        ),
+        c(
+            "1 B",
+            &["message limit"],
+            "the reliability scenarios' message limit (bench_suite::reliability)",
+            None,
+        ),
+        c(
+            "1 B",
+            &["prune"],
+            "ic_rusqlite_batch::keyed::PRUNE_STEP_INSTRUCTIONS",
+            None,
+        ),
+        c(
+            "1.25 B",
+            &["prune"],
+            "ic_rusqlite_batch::keyed::PRUNE_MESSAGE_MAX_INSTRUCTIONS",
+            None,
+        ),
+        c(
+            "20 M",
+            &["budget", "floor"],
+            "bench_api::MIN_FLUSH_BUDGET",
+            u(MIN_FLUSH_BUDGET),
+        ),
         c("8 B", &["margin"], SETTINGS, None),
-        c("10.6 B", &["budget"], "ic_rusqlite_batch::settings::MAX_FLUSH_BUDGET", None),
-        c("10 B", &["flush_instruction_budget"], "the reference canister's default budget", None),
+        c(
+            "10.6 B",
+            &["budget"],
+            "ic_rusqlite_batch::settings::MAX_FLUSH_BUDGET",
+            None,
+        ),
+        c(
+            "10 B",
+            &["flush_instruction_budget"],
+            "the reference canister's default budget",
+            None,
+        ),
         c("128 MiB", &["max_pending_bytes"], SETTINGS, None),
-        c("1 MiB", &["allocator"], "ic_rusqlite_batch's environment probe", None),
-        c("100 bytes", &["username"], "bench_api::MAX_USERNAME_BYTES", Some(MAX_USERNAME_BYTES as f64)),
-        c("1 KiB", &["argument", "error"], "bench_api::MAX_SINGLE_OP_ARG_BYTES, batch_types::reply::MAX_ERROR_BYTES", Some(MAX_SINGLE_OP_ARG_BYTES as f64)),
-        c("512 bytes", &["argument", "error"], "ic_rusqlite_batch::args::MAX_UNDECODABLE_BYTES", Some(512.0)),
-        c("2,016 KiB", &["request"], CLIENT, Some(client.max_request_bytes as f64)),
-        c("32 KiB", &["envelope"], "ic_batch_client::ENVELOPE_RESERVE_BYTES", Some(ENVELOPE_RESERVE_BYTES as f64)),
+        c(
+            "1 MiB",
+            &["allocator"],
+            "ic_rusqlite_batch's environment probe",
+            None,
+        ),
+        c(
+            "100 bytes",
+            &["username"],
+            "bench_api::MAX_USERNAME_BYTES",
+            Some(MAX_USERNAME_BYTES as f64),
+        ),
+        c(
+            "1 KiB",
+            &["argument", "error"],
+            "bench_api::MAX_SINGLE_OP_ARG_BYTES, batch_types::reply::MAX_ERROR_BYTES",
+            Some(MAX_SINGLE_OP_ARG_BYTES as f64),
+        ),
+        c(
+            "512 bytes",
+            &["argument", "error"],
+            "ic_rusqlite_batch::args::MAX_UNDECODABLE_BYTES",
+            Some(512.0),
+        ),
+        c(
+            "2,016 KiB",
+            &["request"],
+            CLIENT,
+            Some(client.max_request_bytes as f64),
+        ),
+        c(
+            "32 KiB",
+            &["envelope"],
+            "ic_batch_client::ENVELOPE_RESERVE_BYTES",
+            Some(ENVELOPE_RESERVE_BYTES as f64),
+        ),
         c("50 ms", &["delay"], CLIENT, secs(client.max_delay_ns)),
-        c("64 MiB", &["queue"], CLIENT, Some(client.max_queued_bytes as f64)),
-        c("100 ms", &["backoff", "retrying"], CLIENT, secs(client.initial_backoff_ns)),
-        c("10 s", &["backoff", "between attempts"], CLIENT, secs(client.max_backoff_ns)),
-        c("30.4375 days", &["month"], "bench_suite::estimate::DAYS_PER_MONTH", Some(crate::estimate::DAYS_PER_MONTH * 86_400.0)),
-        c("2%", &["threshold", "either direction"], "bench_suite::regression::DEFAULT_THRESHOLD_PCT (canbench's)", Some(crate::regression::DEFAULT_THRESHOLD_PCT)),
-        c("100k", &["users"], "bench_api::fixture::FULL_SCALE_USERS", Some(bench_api::fixture::FULL_SCALE_USERS as f64)),
-        c("1M", &["orders"], "bench_api::fixture::FULL_SCALE_ORDERS", Some(bench_api::fixture::FULL_SCALE_ORDERS as f64)),
-        c("0.01 %", &["tolerance", "within"], "offline_engine::validation::TOLERANCE_PCT", Some(offline_engine::validation::TOLERANCE_PCT)),
-        c("35 %", &["faults"], "the fault rate the client tests inject (src/client_e2e, src/batch_client_ts/test)", None),
-        c("185 bytes", &["max_error_bytes"], "batch_types::reply::max_error_bytes(10,000)", Some(batch_types::reply::max_error_bytes(10_000) as f64)),
-        c("1.8 MB", &["stranger"], "the size of the stranger calls of src/bench_canister/tests/strangers.rs", None),
-        c("0 cycles", &["created with"], "a canister's balance as created", None),
-        c("1,001 bytes", &["note"], "one byte over the notes canister's declared limit (examples/notes_canister)", None),
-        c("10 bytes", &["packed"], "the packed format of an order (bench_api::packed)", None),
-        c("1 GiB", &["at worst"], "ic_rusqlite_batch::settings (the queue's heap bound)", None),
-        c("500 ms", &["block-interval", "every"], "offline-pocket-ic's default round interval", None),
+        c(
+            "64 MiB",
+            &["queue"],
+            CLIENT,
+            Some(client.max_queued_bytes as f64),
+        ),
+        c(
+            "100 ms",
+            &["backoff", "retrying"],
+            CLIENT,
+            secs(client.initial_backoff_ns),
+        ),
+        c(
+            "10 s",
+            &["backoff", "between attempts"],
+            CLIENT,
+            secs(client.max_backoff_ns),
+        ),
+        c(
+            "2%",
+            &["threshold", "either direction"],
+            "bench_suite::regression::DEFAULT_THRESHOLD_PCT (canbench's)",
+            Some(crate::regression::DEFAULT_THRESHOLD_PCT),
+        ),
+        c(
+            "100k",
+            &["users"],
+            "bench_api::fixture::FULL_SCALE_USERS",
+            Some(bench_api::fixture::FULL_SCALE_USERS as f64),
+        ),
+        c(
+            "1M",
+            &["orders"],
+            "bench_api::fixture::FULL_SCALE_ORDERS",
+            Some(bench_api::fixture::FULL_SCALE_ORDERS as f64),
+        ),
+        c(
+            "0.01 %",
+            &["tolerance", "within"],
+            "offline_engine::validation::TOLERANCE_PCT",
+            Some(offline_engine::validation::TOLERANCE_PCT),
+        ),
+        c(
+            "35 %",
+            &["faults"],
+            "the fault rate the client tests inject (src/client_e2e, src/batch_client_ts/test)",
+            None,
+        ),
+        c(
+            "185 bytes",
+            &["max_error_bytes"],
+            "batch_types::reply::max_error_bytes(10,000)",
+            Some(batch_types::reply::max_error_bytes(10_000) as f64),
+        ),
+        c(
+            "1.8 MB",
+            &["stranger"],
+            "the size of the stranger calls of src/bench_canister/tests/strangers.rs",
+            None,
+        ),
+        c(
+            "0 cycles",
+            &["created with"],
+            "a canister's balance as created",
+            None,
+        ),
+        c(
+            "1,001 bytes",
+            &["note"],
+            "one byte over the notes canister's declared limit (examples/notes_canister)",
+            None,
+        ),
+        c(
+            "10 bytes",
+            &["packed"],
+            "the packed format of an order (bench_api::packed)",
+            None,
+        ),
+        c(
+            "1 GiB",
+            &["at worst"],
+            "ic_rusqlite_batch::settings (the queue's heap bound)",
+            None,
+        ),
+        c(
+            "500 ms",
+            &["block-interval", "every"],
+            "offline-pocket-ic's default round interval",
+            None,
+        ),
     ]
 }
 
@@ -179,9 +512,17 @@ mod tests {
             let written = crate::doc_figures::value_of(k.figure)
                 .unwrap_or_else(|| panic!("{:?} does not read as one figure", k.figure));
             if let Some(v) = k.value {
-                assert!(written == v, "{}: the doc says {written}, the code {v}", k.figure);
+                assert!(
+                    written == v,
+                    "{}: the doc says {written}, the code {v}",
+                    k.figure
+                );
             }
-            assert!(!k.about.is_empty(), "{}: a constant names its subject", k.figure);
+            assert!(
+                !k.about.is_empty(),
+                "{}: a constant names its subject",
+                k.figure
+            );
         }
     }
 }
