@@ -19,6 +19,8 @@
 //!   summary for a pull request.
 //! - [`suite`]: runs it all and collects the figures; [`commands`]: one module per `bench-suite`
 //!   command.
+//! - [`doc_figures`]: every measured figure the hand-written docs quote, and what checks it
+//!   (`bench-suite doc-figures`).
 //! - `pocket_ic_runs` (feature `pocket-ic`): the message-level runs through the `pocket-ic`
 //!   client, against `offline-pocket-ic` or a real PocketIC (`bench-suite messages`).
 #![deny(missing_docs)]
@@ -29,6 +31,7 @@ pub mod canbench_check;
 pub mod charts;
 pub mod client;
 pub mod commands;
+pub mod doc_figures;
 pub mod engine_runs;
 pub mod estimate;
 pub mod fees;

@@ -64,6 +64,29 @@ enum Command {
         #[command(flatten)]
         load: LoadArgs,
     },
+    /// Lists every measured figure quoted in a hand-written doc (`path:line: figure — status`):
+    /// checked (in a generated block equal to its command's output), constant, timing, history
+    /// or unchecked; exits 1 if any is unchecked or its block is stale.
+    DocFigures {
+        /// The repository's root.
+        #[arg(long, default_value = ".")]
+        root: PathBuf,
+        /// First rewrite every generated block from its command's output.
+        #[arg(long)]
+        write: bool,
+    },
+    /// Prints a section of a generated Markdown file (or one of its blocks: a paragraph, a table,
+    /// a list), as the file has it: what a doc's generated block quotes.
+    Excerpt {
+        /// The file, e.g. bench/REPORT.md.
+        file: PathBuf,
+        /// The section's heading, without its `#`s.
+        #[arg(long)]
+        section: String,
+        /// Only the section's n-th block (1-based; blocks are separated by blank lines).
+        #[arg(long)]
+        block: Option<usize>,
+    },
     /// Runs only the reliability scenarios and prints their table (exit 1 if an op was lost or
     /// altered).
     Reliability {
@@ -174,6 +197,12 @@ fn real_main() -> Result<ExitCode> {
             wasms,
         } => commands::check::run(&baseline, threshold, summary.as_deref(), &wasms, p),
         Command::Estimate { results, load } => commands::estimate::run(&results, &load),
+        Command::DocFigures { root, write } => commands::doc_figures::run(&root, write),
+        Command::Excerpt {
+            file,
+            section,
+            block,
+        } => commands::excerpt::run(&file, &section, block),
         Command::Pages { wasm } => commands::pages::run(&wasm, p),
         Command::Reliability { wasm } => commands::reliability::run(&wasm, p),
         Command::BudgetFloor { wasm, divisor } => commands::budget_floor::run(&wasm, divisor, p),

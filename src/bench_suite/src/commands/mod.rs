@@ -12,7 +12,9 @@ use crate::suite::{Scale, SuiteConfig};
 pub mod budget_floor;
 pub mod canbench_check;
 pub mod check;
+pub mod doc_figures;
 pub mod estimate;
+pub mod excerpt;
 #[cfg(feature = "pocket-ic")]
 pub mod messages;
 pub mod pages;
