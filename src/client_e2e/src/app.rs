@@ -812,11 +812,14 @@ pub struct ProfileFigures {
     pub loads: Vec<Vec<Breakdown>>,
 }
 
+/// A section of the example's markdown: its title and how one profile's figures render in it.
+type Section = (&'static str, fn(&ProfileFigures) -> String);
+
 /// The example's markdown: each table under every profile of `figures`, in their order, the
 /// profiles' tables one after the other, each labelled with its profile.
 pub fn render_profiles(figures: &[ProfileFigures]) -> String {
     let mut out = String::new();
-    let sections: [(&str, fn(&ProfileFigures) -> String); 3] = [
+    let sections: [Section; 3] = [
         ("End to end through a real agent", |f| render(&f.agent)),
         ("Where the application canister's cycles go", |f| {
             render_breakdown(&f.breakdown)

@@ -50,6 +50,10 @@ impl Overhead {
     }
 }
 
+/// A row of the table: how the users were written, and one run's cycles that way with their
+/// comparison to the hand-built unkeyed call.
+type Row = (&'static str, fn(&Overhead) -> (u128, String));
+
 /// The table: one column group per run (its profile named in its columns), in the order of
 /// `runs`, and a label line naming each run's engine and profile.
 pub fn render(runs: &[Overhead]) -> String {
@@ -73,7 +77,7 @@ pub fn render(runs: &[Overhead]) -> String {
         );
     }
     let _ = writeln!(out, "\n|---|{}", "---:|".repeat(3 * runs.len()));
-    let rows: [(&str, fn(&Overhead) -> (u128, String)); 3] = [
+    let rows: [Row; 3] = [
         ("one hand-built `execute_batch_packed` call, no key", |o| {
             (o.unkeyed, "1".into())
         }),
