@@ -7,7 +7,9 @@
 //! the ingress share (what the application canister pays to receive the user calls).
 //!
 //! Figures: offline replica through a real agent (the offline engine's fee schedule of a
-//! 13-node application subnet).
+//! 13-node application subnet), and the offline engine's subnet run message by message; each
+//! under the metering profile it names, the example under every profile of
+//! [`crate::PROFILES`].
 
 use std::fmt::Write as _;
 use std::path::PathBuf;
@@ -18,8 +20,11 @@ use ic_agent::Agent;
 use ic_management_canister_types::{
     CanisterIdRecord, CanisterInstallMode, InstallCodeArgs, ProvisionalCreateCanisterWithCyclesArgs,
 };
+use offline_engine::Metering;
 
-use crate::{E2eError, Replica, cycles, deploy, identity};
+use crate::{
+    E2eError, Replica, agent_label, cycles, deploy, engine_label, identity, profile_title,
+};
 
 /// The application canister's wasm, as `scripts/build.sh` builds it.
 pub fn app_wasm_path() -> PathBuf {
@@ -74,6 +79,8 @@ pub struct Summary {
 /// What one mode cost.
 #[derive(Clone, Debug)]
 pub struct AppCost {
+    /// The rules for memory pages the replica metered by.
+    pub metering: Metering,
     /// The mode.
     pub mode: Mode,
     /// User writes sent.
@@ -230,6 +237,7 @@ pub async fn measure_mode(
     let (app_after, db_after) = (cycles(&agent, app).await?, cycles(&agent, database).await?);
     let rows = crate::counts(&agent, database).await?.users;
     Ok(AppCost {
+        metering: replica.metering,
         mode,
         writes,
         summary,
@@ -251,22 +259,31 @@ pub fn ingress_fee_per_write() -> u128 {
     1_200_000 + 2_000 * ("create_user".len() + arg + 8) as u128
 }
 
-/// Both modes and the table.
-pub async fn measure(writes: u64, in_flight: usize) -> Result<(Vec<AppCost>, String), E2eError> {
-    let replica = Replica::start(None)?;
+/// Both modes on a replica metering by `metering`, and the table.
+pub async fn measure(
+    writes: u64,
+    in_flight: usize,
+    metering: Metering,
+) -> Result<(Vec<AppCost>, String), E2eError> {
+    let replica = Replica::start_metered(None, metering)?;
     let direct = measure_mode(&replica, Mode::Direct, writes, in_flight, 60).await?;
     let batched = measure_mode(&replica, Mode::Batched, writes, in_flight, 61).await?;
     let table = render(&[direct.clone(), batched.clone()]);
     Ok((vec![direct, batched], table))
 }
 
-/// The table: cycles per user write, by canister, with the ingress share.
+/// The table: cycles per user write, by canister, with the ingress share (`costs` of one
+/// profile, which the table names).
 pub fn render(costs: &[AppCost]) -> String {
     let ingress = ingress_fee_per_write() as f64;
     let mut out = String::new();
+    let engine = costs.first().map_or_else(
+        || "offline replica through a real agent".into(),
+        |c| agent_label(&c.metering),
+    );
     let _ = writeln!(
         out,
-        "Application canister, cycles per user write end to end (offline replica through a real agent; fees of a 13-node subnet):\n"
+        "Application canister, cycles per user write end to end ({engine}; fees of a 13-node subnet):\n"
     );
     let _ = writeln!(
         out,
@@ -302,9 +319,6 @@ pub fn render(costs: &[AppCost]) -> String {
 }
 
 // ------------------------------------------------------------------ message-level breakdown
-
-/// The label of the message-level figures: the offline engine's subnet, run message by message.
-pub const ENGINE_LABEL: &str = offline_engine::canbench::ENGINE_LABEL;
 
 /// How user writes reach the database canister in a message-level run.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -342,6 +356,8 @@ pub struct Part {
 /// What one path cost in a message-level run on the offline engine's subnet.
 #[derive(Clone, Debug)]
 pub struct Breakdown {
+    /// The rules for memory pages the engine metered by.
+    pub metering: Metering,
     /// The path.
     pub path: Path,
     /// User writes sent.
@@ -390,9 +406,15 @@ const TIMER_SELF_CALL_BYTES: u64 = 32 + 8;
 /// Runs `writes` user `create_user` calls, `per_round` of them per round (one round per second
 /// of canister time, as the IC makes about one block a second), through `path`, on the offline
 /// engine's subnet (both canisters on one 13-node application subnet, every fee charged),
-/// message by message, and accounts every message the application canister executed.
-/// The canisters are the wasm `scripts/build.sh` and `scripts/build_example.sh` build.
-pub fn breakdown(path: Path, writes: u64, per_round: u64) -> Result<Breakdown, E2eError> {
+/// message by message, metered by `metering`, and accounts every message the application
+/// canister executed. The canisters are the wasm `scripts/build.sh` and
+/// `scripts/build_example.sh` build.
+pub fn breakdown(
+    path: Path,
+    writes: u64,
+    per_round: u64,
+    metering: Metering,
+) -> Result<Breakdown, E2eError> {
     use ic_agent::Identity as _;
     use offline_engine::fees::{IC_2025, ingress_bytes};
     use offline_engine::messages::Ingress;
@@ -406,7 +428,11 @@ pub fn breakdown(path: Path, writes: u64, per_round: u64) -> Result<Breakdown, E
         .map_err(|e| E2eError::Start(e.to_string()))?
         .as_slice()
         .to_vec();
-    let engine = Engine::new(EngineConfig::default()).map_err(engine_err)?;
+    let engine = Engine::new(EngineConfig {
+        metering,
+        ..EngineConfig::default()
+    })
+    .map_err(engine_err)?;
     let settings = |id: &[u8]| Settings {
         canister_id: id.to_vec(),
         controllers: vec![user.clone()],
@@ -595,6 +621,7 @@ pub fn breakdown(path: Path, writes: u64, per_round: u64) -> Result<Breakdown, E
         });
     }
     Ok(Breakdown {
+        metering,
         path,
         writes,
         per_round,
@@ -614,10 +641,11 @@ pub fn render_breakdown(b: &Breakdown) -> String {
     let mut out = String::new();
     let _ = writeln!(
         out,
-        "Where the application canister's cycles go ({}, {} user writes, {} user calls per round, one round per second; engine: {ENGINE_LABEL}, message by message, fees of a 13-node subnet):\n",
+        "Where the application canister's cycles go ({}, {} user writes, {} user calls per round, one round per second; engine: {}, message by message, fees of a 13-node subnet):\n",
         b.path.label(),
         b.writes,
-        b.per_round
+        b.per_round,
+        engine_label(&b.metering)
     );
     let _ = writeln!(
         out,
@@ -666,8 +694,9 @@ pub fn render_breakdown(b: &Breakdown) -> String {
 /// The loads (user calls per round) the example prices every path at.
 pub const LOADS: [u64; 6] = [1, 10, 50, 100, 200, 1_000];
 
-/// Every path at every load of [`LOADS`] (`writes` user writes each; message level).
-pub fn loads(writes: u64) -> Result<Vec<Vec<Breakdown>>, E2eError> {
+/// Every path at every load of [`LOADS`] (`writes` user writes each; message level, metered by
+/// `metering`).
+pub fn loads(writes: u64, metering: Metering) -> Result<Vec<Vec<Breakdown>>, E2eError> {
     LOADS
         .iter()
         .map(|&load| {
@@ -677,10 +706,18 @@ pub fn loads(writes: u64) -> Result<Vec<Vec<Breakdown>>, E2eError> {
                 Path::App(Mode::Batched),
             ]
             .into_iter()
-            .map(|path| breakdown(path, writes, load))
+            .map(|path| breakdown(path, writes, load, metering))
             .collect()
         })
         .collect()
+}
+
+/// The engine label of message-level `rows` (as [`loads`] returns them: one profile).
+fn rows_label(rows: &[Vec<Breakdown>]) -> String {
+    rows.iter().flatten().next().map_or_else(
+        || offline_engine::canbench::ENGINE_LABEL.into(),
+        |b| engine_label(&b.metering),
+    )
 }
 
 /// When the batched application canister costs less per user write than the user calling the
@@ -715,10 +752,11 @@ pub fn when_it_pays(rows: &[Vec<Breakdown>]) -> String {
         None => "it never costs less than the user calling the database canister directly at these loads".into(),
     };
     format!(
-        "When it pays (engine: {ENGINE_LABEL}): through the batcher, {verdict} (against the direct path: {} user calls per round). \
+        "When it pays (engine: {}): through the batcher, {verdict} (against the direct path: {} user calls per round). \
          Both paths pay the user's ingress and one execution of the user's call; the application canister adds its own \
          instructions, its share of each flush (the callback, the call's fees, the database canister's execution of the \
          batch) and the batch's per-op work, against the database canister's own work for one write in one message.\n",
+        rows_label(rows),
         parts.join(", ")
     )
 }
@@ -729,7 +767,8 @@ pub fn render_loads(rows: &[Vec<Breakdown>]) -> String {
     let mut out = String::new();
     let _ = writeln!(
         out,
-        "Cycles per user write by load, both canisters (engine: {ENGINE_LABEL}, message by message, one round per second, fees of a 13-node subnet):\n"
+        "Cycles per user write by load, both canisters (engine: {}, message by message, one round per second, fees of a 13-node subnet):\n",
+        rows_label(rows)
     );
     let Some(first) = rows.first() else {
         return out;
@@ -756,6 +795,45 @@ pub fn render_loads(rows: &[Vec<Breakdown>]) -> String {
             let _ = write!(out, " {:.0}{vs} |", b.per_write());
         }
         let _ = writeln!(out);
+    }
+    out
+}
+
+/// Everything the example measures under one metering profile.
+#[derive(Clone, Debug)]
+pub struct ProfileFigures {
+    /// The rules for memory pages the replica and the engine metered by.
+    pub metering: Metering,
+    /// Both modes through the offline replica with a real agent ([`measure`]).
+    pub agent: Vec<AppCost>,
+    /// Where the batched application canister's cycles go ([`breakdown`]).
+    pub breakdown: Breakdown,
+    /// Every path at every load ([`loads`]).
+    pub loads: Vec<Vec<Breakdown>>,
+}
+
+/// A section of the example's markdown: its title and how one profile's figures render in it.
+type Section = (&'static str, fn(&ProfileFigures) -> String);
+
+/// The example's markdown: each table under every profile of `figures`, in their order, the
+/// profiles' tables one after the other, each labelled with its profile.
+pub fn render_profiles(figures: &[ProfileFigures]) -> String {
+    let mut out = String::new();
+    let sections: [Section; 3] = [
+        ("End to end through a real agent", |f| render(&f.agent)),
+        ("Where the application canister's cycles go", |f| {
+            render_breakdown(&f.breakdown)
+        }),
+        ("By load", |f| {
+            format!("{}\n{}", render_loads(&f.loads), when_it_pays(&f.loads))
+        }),
+    ];
+    for (title, section) in sections {
+        let _ = writeln!(out, "## {title}\n");
+        for f in figures {
+            let _ = writeln!(out, "### Under {}\n", profile_title(&f.metering));
+            let _ = writeln!(out, "{}", section(f));
+        }
     }
     out
 }

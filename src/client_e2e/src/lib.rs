@@ -5,7 +5,9 @@
 //! development does), and the replica's fault hooks (drop or delay call answers, stop and start
 //! a canister) plus upgrades between attempts.
 //!
-//! Figures measured through it are labelled "offline replica through a real agent".
+//! Figures measured through it are labelled "offline replica through a real agent", with the
+//! metering profile the replica ran under ([`agent_label`]); the client rows (`bench/load.md`,
+//! `bench/overhead.md`, `bench/app_canister.md`) are priced under each of [`PROFILES`].
 //!
 //! ```no_run
 //! # async fn example() -> Result<(), client_e2e::E2eError> {
@@ -28,7 +30,61 @@ use ic_agent::identity::BasicIdentity;
 use ic_management_canister_types::{
     CanisterIdRecord, CanisterInstallMode, InstallCodeArgs, ProvisionalCreateCanisterWithCyclesArgs,
 };
+use offline_engine::Metering;
 use pocket_ic_server::server::{ServeOptions, ServerConfig, serve_with};
+
+/// The metering profiles the client rows are priced under, in the order the files show them:
+/// the replica's rules with the deterministic memory tracker first, then those of PocketIC 13
+/// and canbench 0.7.0 (the offline engine's `METERING.md` §10).
+pub const PROFILES: [Metering; 2] = [Metering::IC_DMT, Metering::POCKET_IC_13];
+
+/// What changed between the two profiles' rules, with its sources (the wording of the
+/// benchmark report's opening).
+pub const WHAT_CHANGED: &str = "What changed: dfinity/ic pull requests #10789 (\"Switch to deterministic memory tracker\", merged \
+     2026-07-16) and #11180 (\"Remove feature flag for DMT\", 2026-08-24) charge 5,000 instructions per 4 KiB page \
+     of every 64 KiB Wasm page a message first reads and again at its first write, heap or stable memory, \
+     during the message; PocketIC 13 and canbench 0.7.0 run the replica before them (a changed heap page 1,000 \
+     after the message, a new dirty stable page 1,000, reading free). The rules as implemented, each with its \
+     file and commit: `src/offline_engine/METERING.md` §10. Which replica release carries the tracker to \
+     mainnet cannot be checked offline.";
+
+/// The names of [`PROFILES`], in their order: `ic-dmt-0441fbd7 and pocketic-13`.
+pub fn profile_names() -> String {
+    PROFILES.map(|m| m.name).join(" and ")
+}
+
+/// A profile's title, as the benchmark report heads its tables: "the replica's rules with the
+/// deterministic memory tracker (`ic-dmt-0441fbd7`)", "the rules of PocketIC 13 and canbench
+/// 0.7.0 (`pocketic-13`)"; any other profile by its name.
+pub fn profile_title(metering: &Metering) -> String {
+    let rules = if *metering == Metering::IC_DMT {
+        "the replica's rules with the deterministic memory tracker"
+    } else if *metering == Metering::POCKET_IC_13 {
+        "the rules of PocketIC 13 and canbench 0.7.0"
+    } else {
+        "the rules"
+    };
+    format!("{rules} (`{}`)", metering.name)
+}
+
+/// The label of figures measured through a real agent on a replica metering by `metering`:
+/// `offline replica through a real agent, metering ic-dmt-0441fbd7`.
+pub fn agent_label(metering: &Metering) -> String {
+    format!(
+        "offline replica through a real agent, metering {}",
+        metering.name
+    )
+}
+
+/// The label of figures of the offline engine's subnet run in this process under `metering`,
+/// as the benchmark report labels its own: `offline (wasmtime, IC metering: ic-dmt-0441fbd7)`.
+pub fn engine_label(metering: &Metering) -> String {
+    format!(
+        "{}: {})",
+        offline_engine::canbench::ENGINE_LABEL.trim_end_matches(')'),
+        metering.name
+    )
+}
 
 /// What went wrong in the harness (not in the code under test), with its cause.
 #[derive(Debug, thiserror::Error)]
@@ -92,14 +148,27 @@ fn candid_error(what: impl Into<String>) -> impl FnOnce(candid::Error) -> E2eErr
 pub struct Replica {
     /// `http://127.0.0.1:<port>`.
     pub url: String,
+    /// The rules for memory pages its canisters are metered by.
+    pub metering: Metering,
 }
 
 impl Replica {
     /// Starts a replica (one live instance, one application subnet, the normal cost schedule)
     /// and waits until it listens. With `block_interval` it runs one round per interval (one
     /// block: at most 1,000 ingress messages and 4 MiB); otherwise a round whenever a call
-    /// arrives. Cost: one instance's key generation (BLS), well under a second.
+    /// arrives. Its canisters are metered by the server's default profile (PocketIC 13's
+    /// rules, as `offline-pocket-ic` without `--metering`). Cost: one instance's key
+    /// generation (BLS), well under a second.
     pub fn start(block_interval: Option<Duration>) -> Result<Replica, E2eError> {
+        Replica::start_metered(block_interval, ServeOptions::default().metering)
+    }
+
+    /// [`Replica::start`] with its canisters metered by `metering` (as `offline-pocket-ic
+    /// --metering <name>`).
+    pub fn start_metered(
+        block_interval: Option<Duration>,
+        metering: Metering,
+    ) -> Result<Replica, E2eError> {
         static NEXT: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
         let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
         let port_file = std::env::temp_dir().join(format!(
@@ -121,7 +190,7 @@ impl Replica {
             log_requests: false,
             no_idle_shutdown: true,
             block_interval,
-            ..ServeOptions::default()
+            metering,
         };
         let runtime = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(2)
@@ -140,6 +209,7 @@ impl Replica {
             .map_err(E2eError::Start)?;
         Ok(Replica {
             url: format!("http://127.0.0.1:{port}"),
+            metering,
         })
     }
 

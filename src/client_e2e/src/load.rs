@@ -19,7 +19,10 @@
 //! at once and then once per round (`read_state`, one certificate verified per poll), as
 //! ic-agent's 0.5-1 s polling does at the IC's rate of about one round per second.
 //!
-//! Figures: offline replica through a real agent.
+//! Each profile of [`crate::PROFILES`] runs the paths on a replica of its own, one profile after
+//! the other (two at once would share the machine's cores and change every wall-clock figure).
+//!
+//! Figures: offline replica through a real agent, labelled with the metering profile.
 
 use std::collections::{BTreeMap, VecDeque};
 use std::fmt::Write as _;
@@ -34,11 +37,12 @@ use ic_agent::Agent;
 use ic_agent::agent::{CallResponse, RequestStatusResponse};
 use ic_batch_client::agent::AgentTransport;
 use ic_batch_client::{Batcher, BatcherConfig, SendError, Transport, tokio_driver};
+use offline_engine::Metering;
 use offline_engine::fees::{IC_2025, ingress_bytes};
 use tokio::sync::{oneshot, watch};
 
 use crate::replies::{self, ReplyError};
-use crate::{E2eError, Replica, cycles, deploy, identity};
+use crate::{E2eError, PROFILES, Replica, agent_label, cycles, deploy, identity, profile_title};
 
 /// The IC's limits on one block's ingress (the replica's `MAX_INGRESS_MESSAGES_PER_BLOCK`).
 pub const BLOCK_MESSAGES: u64 = 1_000;
@@ -171,7 +175,9 @@ impl Default for LoadConfig {
             rounds: 3,
             round: Duration::from_secs(5),
             concurrency: 2_000,
-            drain_rounds: 8,
+            // Under the tracker's profile the offline engine answers about half as many calls
+            // per round (see `render`): 16 rounds let every op of the default load commit.
+            drain_rounds: 16,
             paths: Path::ALL.to_vec(),
         }
     }
@@ -816,11 +822,37 @@ pub fn percentile(sorted: &[f64], p: f64) -> f64 {
     sorted[rank - 1]
 }
 
-/// Runs every path on one replica and renders the table. The canisters are deployed while
+/// One metering profile's run: every path's result on a replica metering by it.
+#[derive(Clone, Debug)]
+pub struct ProfileRun {
+    /// The rules for memory pages the replica metered by.
+    pub metering: Metering,
+    /// The paths' results, in the order of [`LoadConfig::paths`].
+    pub results: Vec<LoadResult>,
+}
+
+/// Runs every path under each profile of [`PROFILES`], in its order, one profile after the
+/// other, and renders the tables. Cost: twice [`run`]'s.
+pub async fn run_profiles(config: &LoadConfig) -> Result<(Vec<ProfileRun>, String), E2eError> {
+    let mut runs = Vec::with_capacity(PROFILES.len());
+    for metering in PROFILES {
+        eprintln!("load: metering {}", metering.name);
+        runs.push(ProfileRun {
+            metering,
+            results: run(config, metering).await?,
+        });
+    }
+    let table = render(config, &runs);
+    Ok((runs, table))
+}
+
+/// Runs every path on one replica metering by `metering`. The canisters are deployed while
 /// the replica runs a round whenever a call arrives; then it makes one block per
-/// `config.round` for the paths. Cost: three canisters, `3 × rounds × ops_per_round` ops.
-pub async fn run(config: &LoadConfig) -> Result<(Vec<LoadResult>, String), E2eError> {
-    let replica = Replica::start(None)?;
+/// `config.round` for the paths, and at the end a round only when a call arrives again (so
+/// that it stays idle while another profile runs). Cost: one canister per path,
+/// `rounds × ops_per_round` ops per path.
+pub async fn run(config: &LoadConfig, metering: Metering) -> Result<Vec<LoadResult>, E2eError> {
+    let replica = Replica::start_metered(None, metering)?;
     let mut prepared = VecDeque::new();
     for (k, &path) in config.paths.iter().enumerate() {
         prepared.push_back(prepare(&replica, config, path, 90 + k as u8).await?);
@@ -835,19 +867,20 @@ pub async fn run(config: &LoadConfig) -> Result<(Vec<LoadResult>, String), E2eEr
     while let Some(p) = prepared.pop_front() {
         results.push(run_path(&replica, config, p).await?);
     }
-    let table = render(config, &results);
-    Ok((results, table))
+    replica.hook("block_interval", r#"{"ms": 0}"#)?;
+    Ok(results)
 }
 
-/// The markdown: the load stated, one row per path, the blocks each path's rounds held, and
-/// the target's verdict.
-pub fn render(config: &LoadConfig, results: &[LoadResult]) -> String {
+/// The markdown: the load stated, then per profile (each labelled with it) one row per path,
+/// the blocks each path's rounds held and the target's verdict, and last the cycles per op
+/// under every profile side by side.
+pub fn render(config: &LoadConfig, runs: &[ProfileRun]) -> String {
     let round_ms = config.round.as_secs_f64() * 1e3;
     let poll_ms = ticket_poll_period(config.round).as_secs_f64() * 1e3;
     let mut out = String::new();
     let _ = writeln!(
         out,
-        "Engine: offline replica through a real agent (`offline-pocket-ic --replica`, ic-agent with certificate verification on). \
+        "Engine: offline replica through a real agent (`offline-pocket-ic --replica`, ic-agent with certificate verification on), one replica per metering profile, one profile after the other. \
          {} ops arrive right after each of {} consecutive rounds; one round, whose block takes at most {BLOCK_MESSAGES} ingress messages and 4 MiB (the IC's limits), every {round_ms:.0} ms; \
          {} client tasks in one process, each carrying one op from its arrival to its outcome. \
          Rounds = ms ÷ {round_ms:.0} (an op committed in the next block takes about 1). \
@@ -860,6 +893,36 @@ pub fn render(config: &LoadConfig, results: &[LoadResult]) -> String {
         config.concurrency + SPARE_REQUESTS,
         IC_2025.usd_per_xdr
     );
+    let _ = writeln!(
+        out,
+        "Wall-clock figures, which depend on the machine and change from run to run: ops/s, p50 and p99 (ms and rounds), the ingress each block held. \
+         Not wall-clock: the cycles per op, which follow from the metered instructions and the fees, set by the ops, the order the canister received them in \
+         and how they were grouped ((c)'s batches; (b)'s flushes, which depend on when the submits arrived); \
+         a path with ops left without an outcome paid for those it executed but did not answer in time, so its cycles per op are overstated. \
+         Under `{}` the offline engine checks the tracker's page state before every load and store of the canister (`src/offline_engine/src/tracker.rs`), \
+         so the same messages take longer to run in wall time there than under `{}` and the replica answers fewer calls per round: between the two tables, \
+         the wall-clock figures and the ops left without an outcome by the deadline differ by the offline engine's speed, not by anything the IC would show.\n",
+        Metering::IC_DMT.name,
+        Metering::POCKET_IC_13.name
+    );
+    for run in runs {
+        let _ = writeln!(
+            out,
+            "### Under {}\n\n*engine: {}*\n",
+            profile_title(&run.metering),
+            agent_label(&run.metering)
+        );
+        out.push_str(&render_run(config, &run.results));
+        let _ = writeln!(out);
+    }
+    out.push_str(&render_cycles(runs));
+    out
+}
+
+/// One profile's table, the blocks its paths' rounds held, and the verdict.
+fn render_run(config: &LoadConfig, results: &[LoadResult]) -> String {
+    let round_ms = config.round.as_secs_f64() * 1e3;
+    let mut out = String::new();
     let _ = writeln!(
         out,
         "| path | committed / offered | failures | ops/s | p50 ms (rounds) | p99 ms (rounds) | ingress messages | most per block | cycles per op (ingress) | US$ per 1M ops |"
@@ -916,6 +979,56 @@ pub fn render(config: &LoadConfig, results: &[LoadResult]) -> String {
     }
     let _ = writeln!(out);
     let _ = writeln!(out, "{}", verdict(config, results));
+    out
+}
+
+/// Cycles per committed op of every path under every profile, side by side, with each later
+/// profile's over the first's.
+fn render_cycles(runs: &[ProfileRun]) -> String {
+    let mut out = String::new();
+    let Some((first, others)) = runs.split_first() else {
+        return out;
+    };
+    let names: Vec<&str> = runs.iter().map(|r| r.metering.name).collect();
+    let _ = writeln!(
+        out,
+        "### Cycles per op under each profile\n\n*engines: {}*\n",
+        runs.iter()
+            .map(|r| agent_label(&r.metering))
+            .collect::<Vec<_>>()
+            .join("; ")
+    );
+    let _ = write!(out, "| path |");
+    for name in &names {
+        let _ = write!(out, " cycles per op ({name}) |");
+    }
+    for other in others {
+        let _ = write!(out, " {} / {} |", first.metering.name, other.metering.name);
+    }
+    let _ = writeln!(out, "\n|---|{}", "---:|".repeat(runs.len() + others.len()));
+    for r in &first.results {
+        let _ = write!(out, "| {} |", r.path.label());
+        let per_op: Vec<Option<f64>> = runs
+            .iter()
+            .map(|run| {
+                run.results
+                    .iter()
+                    .find(|x| x.path == r.path)
+                    .map(|x| x.cycles_per_op)
+            })
+            .collect();
+        for c in &per_op {
+            let _ = write!(out, " {} |", c.map_or("–".into(), |c| format!("{c:.0}")));
+        }
+        for c in &per_op[1..] {
+            let ratio = match (per_op[0], c) {
+                (Some(a), Some(b)) if *b > 0.0 => format!("{:.3}", a / b),
+                _ => "–".into(),
+            };
+            let _ = write!(out, " {ratio} |");
+        }
+        let _ = writeln!(out);
+    }
     out
 }
 
@@ -1075,21 +1188,59 @@ mod tests {
     }
 
     #[test]
-    fn the_table_has_one_row_per_path_and_states_the_load() {
+    fn the_tables_have_one_row_per_path_per_profile_each_labelled_with_it() {
         let config = LoadConfig::default();
-        let md = render(
-            &config,
-            &[
+        let results = |cycles_per_op: f64| {
+            [
                 result(Path::OneCallPerOp, 4_000, 20_000.0, &[(1_000, 1_000)]),
                 result(Path::Batcher, 4_000, 5_000.0, &[(1, 0)]),
-            ],
-        );
-        assert!(md.contains("offline replica through a real agent"));
+            ]
+            .map(|r| LoadResult { cycles_per_op, ..r })
+            .to_vec()
+        };
+        let runs = [
+            ProfileRun {
+                metering: Metering::IC_DMT,
+                results: results(120_000.0),
+            },
+            ProfileRun {
+                metering: Metering::POCKET_IC_13,
+                results: results(90_000.0),
+            },
+        ];
+        let md = render(&config, &runs);
         assert!(md.contains("every 5000 ms"));
+        // The tracker's table first, then PocketIC 13's, each under its label.
+        let tracker = md
+            .find("### Under the replica's rules with the deterministic memory tracker (`ic-dmt-0441fbd7`)\n\n*engine: offline replica through a real agent, metering ic-dmt-0441fbd7*")
+            .expect(&md);
+        let pocket_ic = md
+            .find("### Under the rules of PocketIC 13 and canbench 0.7.0 (`pocketic-13`)\n\n*engine: offline replica through a real agent, metering pocketic-13*")
+            .expect(&md);
+        assert!(tracker < pocket_ic, "{md}");
+        let row = |cycles: &str| {
+            format!(
+                "| (c) the Rust batcher (`ic-batch-client`, keyed packed) | 4000 / 4000 | 0 | 100 | 2500 (0.50) | 5000 (1.00) | 4 | 1 | {cycles} (70000) |"
+            )
+        };
+        let (row_tracker, row_pocket_ic) = (
+            md.find(&row("120000")).expect(&md),
+            md.find(&row("90000")).expect(&md),
+        );
+        assert!(tracker < row_tracker && row_tracker < pocket_ic && pocket_ic < row_pocket_ic);
+        assert_eq!(
+            md.matches("- (a): ingress per block, round by round: 1000 (+1000 waiting).")
+                .count(),
+            2
+        );
+        // Side by side at the end, with the ratio.
         assert!(md.contains(
-            "| (c) the Rust batcher (`ic-batch-client`, keyed packed) | 4000 / 4000 | 0 | 100 | 2500 (0.50) | 5000 (1.00) | 4 | 1 | 90000 (70000) |"
+            "| path | cycles per op (ic-dmt-0441fbd7) | cycles per op (pocketic-13) | ic-dmt-0441fbd7 / pocketic-13 |"
         ), "{md}");
-        assert!(md.contains("- (a): ingress per block, round by round: 1000 (+1000 waiting)."));
+        assert!(
+            md.contains("| (c) the Rust batcher (`ic-batch-client`, keyed packed) | 120000 | 90000 | 1.333 |"),
+            "{md}"
+        );
     }
 
     #[test]

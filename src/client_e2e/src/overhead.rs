@@ -5,7 +5,8 @@
 //! with the same history, so the databases are alike; the balance is read with
 //! `canister_status` before and after (management calls are not charged to the canister).
 //!
-//! Figures: offline replica through a real agent.
+//! Figures: offline replica through a real agent, under each metering profile of
+//! [`crate::PROFILES`] (one replica per profile).
 
 use std::fmt::Write as _;
 
@@ -17,12 +18,15 @@ use candid::Principal;
 use ic_agent::Agent;
 use ic_batch_client::agent::AgentTransport;
 use ic_batch_client::{Batcher, BatcherConfig, tokio_driver};
+use offline_engine::Metering;
 
-use crate::{E2eError, Replica, cycles, deploy, identity};
+use crate::{E2eError, PROFILES, Replica, agent_label, cycles, deploy, identity};
 
 /// The cycles each way spent.
 #[derive(Clone, Debug)]
 pub struct Overhead {
+    /// The rules for memory pages the replica metered by.
+    pub metering: Metering,
     /// Ops per batch.
     pub ops: usize,
     /// (a) the batcher through ic-agent.
@@ -44,40 +48,59 @@ impl Overhead {
     pub fn dedup_pct(&self) -> f64 {
         (self.keyed as f64 / self.unkeyed as f64 - 1.0) * 100.0
     }
+}
 
-    /// The table.
-    pub fn render(&self) -> String {
-        let n = self.ops as f64;
-        let mut out = String::new();
-        let _ = writeln!(
+/// A row of the table: how the users were written, and one run's cycles that way with their
+/// comparison to the hand-built unkeyed call.
+type Row = (&'static str, fn(&Overhead) -> (u128, String));
+
+/// The table: one column group per run (its profile named in its columns), in the order of
+/// `runs`, and a label line naming each run's engine and profile.
+pub fn render(runs: &[Overhead]) -> String {
+    let Some(first) = runs.first() else {
+        return String::new();
+    };
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "Overhead of the client library and of exactly-once: the canister's cycles for {} new users in one batch, under each metering profile.\n",
+        first.ops
+    );
+    let labels: Vec<String> = runs.iter().map(|o| agent_label(&o.metering)).collect();
+    let _ = writeln!(out, "*engines: {}*\n", labels.join("; "));
+    let _ = write!(out, "| how |");
+    for o in runs {
+        let m = o.metering.name;
+        let _ = write!(
             out,
-            "Overhead of the client library and of exactly-once (offline replica through a real agent): the canister's cycles for {} new users in one batch.\n",
-            self.ops
+            " cycles ({m}) | cycles per op ({m}) | vs hand-built ({m}) |"
         );
-        let _ = writeln!(out, "| how | cycles | cycles per op | vs hand-built |");
-        let _ = writeln!(out, "|---|---:|---:|---:|");
-        let _ = writeln!(
-            out,
-            "| one hand-built `execute_batch_packed` call, no key | {} | {:.0} | 1 |",
-            self.unkeyed,
-            self.unkeyed as f64 / n
-        );
-        let _ = writeln!(
-            out,
-            "| one hand-built keyed call (deduplication) | {} | {:.0} | {:+.2} % |",
-            self.keyed,
-            self.keyed as f64 / n,
-            self.dedup_pct()
-        );
-        let _ = writeln!(
-            out,
-            "| the Rust batcher through ic-agent (keyed) | {} | {:.0} | {:+.2} % |",
-            self.batcher,
-            self.batcher as f64 / n,
-            self.batcher_over_unkeyed_pct()
-        );
-        out
     }
+    let _ = writeln!(out, "\n|---|{}", "---:|".repeat(3 * runs.len()));
+    let rows: [Row; 3] = [
+        ("one hand-built `execute_batch_packed` call, no key", |o| {
+            (o.unkeyed, "1".into())
+        }),
+        ("one hand-built keyed call (deduplication)", |o| {
+            (o.keyed, format!("{:+.2} %", o.dedup_pct()))
+        }),
+        ("the Rust batcher through ic-agent (keyed)", |o| {
+            (o.batcher, format!("{:+.2} %", o.batcher_over_unkeyed_pct()))
+        }),
+    ];
+    for (how, figures) in rows {
+        let _ = write!(out, "| {how} |");
+        for o in runs {
+            let (cycles, vs) = figures(o);
+            let _ = write!(
+                out,
+                " {cycles} | {:.0} | {vs} |",
+                cycles as f64 / o.ops as f64
+            );
+        }
+        let _ = writeln!(out);
+    }
+    out
 }
 
 fn users(tag: &str, n: usize) -> Vec<UserOrderOp> {
@@ -114,10 +137,21 @@ async fn call_packed(agent: &Agent, canister: Principal, blob: Vec<u8>) -> Resul
         })
 }
 
-/// Measures `ops` new users each way (same usernames' lengths, so the same bytes). Cost:
-/// three canisters deployed, three batches.
-pub async fn measure(ops: usize) -> Result<Overhead, E2eError> {
-    let replica = Replica::start(None)?;
+/// Measures `ops` new users each way under every profile of [`PROFILES`], in its order, each
+/// on a replica of its own. Cost: twice [`measure`]'s.
+pub async fn measure_profiles(ops: usize) -> Result<Vec<Overhead>, E2eError> {
+    let mut runs = Vec::with_capacity(PROFILES.len());
+    for metering in PROFILES {
+        eprintln!("overhead: {ops} ops each way, metering {}", metering.name);
+        runs.push(measure(ops, metering).await?);
+    }
+    Ok(runs)
+}
+
+/// Measures `ops` new users each way (same usernames' lengths, so the same bytes) on a
+/// replica metering by `metering`. Cost: three canisters deployed, three batches.
+pub async fn measure(ops: usize, metering: Metering) -> Result<Overhead, E2eError> {
+    let replica = Replica::start_metered(None, metering)?;
     let agent = replica.agent(identity(88)).await?;
     let unkeyed = spent(&agent, |c| {
         let agent = agent.clone();
@@ -176,6 +210,7 @@ pub async fn measure(ops: usize) -> Result<Overhead, E2eError> {
     })
     .await?;
     Ok(Overhead {
+        metering,
         ops,
         batcher,
         unkeyed,

@@ -2,10 +2,12 @@
 //! forwarding user writes to the database canister, with the batcher and with one call per
 //! write: every user write is committed once, and its outcome recorded under its ticket; the
 //! library's driver sends the due batches with the user calls (the timer only for the last);
-//! and the message-level breakdown of the application canister's cycles adds up to its balance.
+//! and the message-level breakdown of the application canister's cycles adds up to its balance
+//! under each metering profile.
 
 use client_e2e::Replica;
 use client_e2e::app::{Mode, Path, breakdown, measure_mode};
+use offline_engine::Metering;
 
 fn forwards_every_write_once(mode: Mode, seed: u8) {
     let runtime = tokio::runtime::Builder::new_multi_thread()
@@ -68,10 +70,16 @@ fn the_batcher_forwards_every_write_once() {
 
 #[test]
 fn the_breakdown_adds_up_to_the_application_canisters_balance() {
+    for metering in client_e2e::PROFILES {
+        breakdown_adds_up(metering);
+    }
+}
+
+fn breakdown_adds_up(metering: Metering) {
     // 200 writes, 50 a round: 4 rounds of user calls (engine: the offline engine's subnet).
-    let b = breakdown(Path::App(Mode::Batched), 200, 50).expect("measured");
+    let b = breakdown(Path::App(Mode::Batched), 200, 50, metering).expect("measured");
     println!("{}", client_e2e::app::render_breakdown(&b));
-    assert_eq!(b.rows, 200, "every write applied once");
+    assert_eq!(b.rows, 200, "{}: every write applied once", metering.name);
     let parts: u128 = b.parts.iter().map(|p| p.cycles).sum();
     assert_eq!(parts, b.app_cycles, "{b:?}");
     let calls = b
@@ -98,6 +106,6 @@ fn the_breakdown_adds_up_to_the_application_canisters_balance() {
         .map(|p| p.count)
         .sum::<u64>();
     assert!(timer_runs <= 1, "{b:?}");
-    let direct = breakdown(Path::UserDirect, 200, 50).expect("measured");
+    let direct = breakdown(Path::UserDirect, 200, 50, metering).expect("measured");
     assert_eq!((direct.rows, direct.database_messages), (200, 200));
 }
