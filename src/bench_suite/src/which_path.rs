@@ -48,15 +48,45 @@ pub struct ClientFigures {
 }
 
 impl ClientFigures {
-    /// Reads the three files from `dir` (a missing or unreadable file is `None`).
+    /// Reads the three files from `dir` (a missing or unreadable file is `None`), keeping of
+    /// each the figures under the rules of PocketIC 13, the profile of the suite's rows beside
+    /// them ([`under_profile`]).
     pub fn read(dir: &Path) -> ClientFigures {
-        let read = |name: &str| std::fs::read_to_string(dir.join(name)).ok();
+        let profile = offline_engine::Metering::POCKET_IC_13.name;
+        let read = |name: &str| {
+            std::fs::read_to_string(dir.join(name))
+                .ok()
+                .map(|t| under_profile(&t, profile))
+        };
         ClientFigures {
             load: read("load.md"),
             overhead: read("overhead.md"),
             app_canister: read("app_canister.md"),
         }
     }
+}
+
+/// `text` without the sections (`### ` headings up to the next heading) headed by another
+/// metering profile than `profile` (a heading names its profile as `` (`name`) ``); text with
+/// no such heading is kept whole.
+pub fn under_profile(text: &str, profile: &str) -> String {
+    let others: Vec<String> = offline_engine::Metering::names()
+        .into_iter()
+        .filter(|n| *n != profile)
+        .map(|n| format!("(`{n}`)"))
+        .collect();
+    let mut out = String::new();
+    let mut skipping = false;
+    for line in text.lines() {
+        if line.starts_with("## ") || line.starts_with("### ") {
+            skipping = line.starts_with("### ") && others.iter().any(|o| line.contains(o));
+        }
+        if !skipping {
+            out.push_str(line);
+            out.push('\n');
+        }
+    }
+    out
 }
 
 /// The cells of the first markdown table row of `text` whose first cell starts with
@@ -320,6 +350,23 @@ pub fn render(r: &SuiteResults, client: &ClientFigures, fees: &FeeSchedule, labe
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_rows_of_another_profile_are_left_out() {
+        let text = "# t\n\nintro\n\n### Under the tracker (`ic-dmt-0441fbd7`)\n\n| (c) x | 91138 |\n\n\
+                    ### Under PocketIC 13 (`pocketic-13`)\n\n| (c) x | 86923 |\n\n## Next\n\n| (d) y | 1 |\n";
+        let kept = under_profile(text, "pocketic-13");
+        assert_eq!(row(&kept, "(c)"), Some(vec!["(c) x", "86923"]));
+        assert_eq!(row(&kept, "(d)"), Some(vec!["(d) y", "1"]));
+        assert!(!kept.contains("91138"));
+        let kept = under_profile(text, "ic-dmt-0441fbd7");
+        assert_eq!(row(&kept, "(c)"), Some(vec!["(c) x", "91138"]));
+        // A file without profile headings is kept whole.
+        assert_eq!(
+            under_profile("| (c) x | 5 |\n", "pocketic-13"),
+            "| (c) x | 5 |\n"
+        );
+    }
 
     const LOAD: &str = "\
 | path | committed / offered | failures | ops/s | p50 ms (rounds) | p99 ms (rounds) | ingress messages | most per block | cycles per op (ingress) | US$ per 1M ops |
