@@ -99,6 +99,15 @@ pub fn row<'a>(text: &'a str, prefix: &str) -> Option<Vec<&'a str>> {
     })
 }
 
+/// The index of the column headed `name` in the first markdown table row of `text` that has
+/// such a cell.
+pub fn column(text: &str, name: &str) -> Option<usize> {
+    text.lines().find_map(|line| {
+        let inner = line.trim().strip_prefix('|')?.strip_suffix('|')?;
+        inner.split('|').map(str::trim).position(|c| c == name)
+    })
+}
+
 /// The first number of `cell` (digits, a dot; thousands commas dropped).
 pub fn number(cell: &str) -> Option<f64> {
     let start = cell.find(|c: char| c.is_ascii_digit())?;
@@ -239,11 +248,15 @@ pub fn rows(r: &SuiteResults, client: &ClientFigures) -> Vec<PathRow> {
     ));
     // The Rust batcher: its cycles per op in one 1,000-op batch (overhead.md) and under load
     // (load.md).
-    let batcher_cycles = client
-        .overhead
-        .as_deref()
-        .and_then(|t| row(t, "the Rust batcher"))
-        .and_then(|cells| cells.get(2).and_then(|c| number(c)));
+    let batcher_cycles = client.overhead.as_deref().and_then(|t| {
+        // Its table has a column pair per profile: PocketIC 13's, as the suite's rows.
+        let pocket_ic_13 = format!(
+            "cycles per op ({})",
+            offline_engine::Metering::POCKET_IC_13.name
+        );
+        let column = column(t, &pocket_ic_13).or_else(|| column(t, "cycles per op"))?;
+        number(row(t, "the Rust batcher")?.get(column)?)
+    });
     rows.push(PathRow {
         path: "Rust batcher (`ic-batch-client`) through ic-agent".into(),
         cycles_per_op: batcher_cycles,
@@ -361,6 +374,9 @@ mod tests {
         assert!(!kept.contains("91138"));
         let kept = under_profile(text, "ic-dmt-0441fbd7");
         assert_eq!(row(&kept, "(c)"), Some(vec!["(c) x", "91138"]));
+        let pairs = "| how | cycles per op (ic-dmt-0441fbd7) | cycles per op (pocketic-13) |\n|---|---:|---:|\n";
+        assert_eq!(column(pairs, "cycles per op (pocketic-13)"), Some(2));
+        assert_eq!(column(pairs, "cycles per op"), None);
         // A file without profile headings is kept whole.
         assert_eq!(
             under_profile("| (c) x | 5 |\n", "pocketic-13"),
