@@ -29,13 +29,13 @@ peer_canbench_wasm() { BENCH_SCALE_DIVISOR=$divisor scripts/build_vfs.sh canbenc
 # leave cores idle (the peer's in a target directory of its own; the reference's wait for the
 # suite's build to release target/).
 step "toolchain" "30 s first run, 1 s later" cargo --version
-step_beside "suite build" "5 min first run, 1 s later" cargo build --release -p bench_suite
-step "tools" "75 s first run, 1 s later" scripts/setup.sh
-step "peer canister wasm (ic-sqlite-vfs, canbench)" "40 s first run, 1 s later" peer_canbench_wasm
-step "canister wasm (deployable)" "1 min first run, 1 s later" scripts/build.sh
+step_beside "suite build" "7 min first run beside the next steps, 1 min later" cargo build --release -p bench_suite
+step "tools" "2 min first run beside the suite build, 1 s later" scripts/setup.sh
+step "peer canister wasm (ic-sqlite-vfs, canbench)" "80 s first run beside the suite build, 1 s later" peer_canbench_wasm
+step "canister wasm (deployable)" "3 min first run, most of it waiting for the suite build, 10 s later" scripts/build.sh
 step "canister wasm (canbench)" "15 s first run, 1 s later" canbench_wasm
 step_wait "suite build"
-step "suite run ($scale scale)" "6 min at full scale, 2 min at CI scale" \
+step "suite run ($scale scale)" "3 min at full scale, 1 min at CI scale" \
   target/release/bench-suite run --scale "$scale" --out bench \
   --peer-canbench-wasm target/canister/vfs_canister_canbench.wasm
 echo
