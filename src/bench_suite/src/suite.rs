@@ -290,7 +290,7 @@ pub use offline_engine::civil::civil_date;
 
 /// Runs the whole suite on the offline engine: every table under the rules of PocketIC 13, and
 /// the canbench benches and message-level runs again under the replica's deterministic memory
-/// tracker ([`crate::profiles`]). The runs are independent of each other ([`Job`]): they run on
+/// tracker ([`crate::profiles`]). The runs are independent of each other (`Job`): they run on
 /// as many threads as the machine has cores, the longest first.
 pub fn run(config: &SuiteConfig, progress: &mut Progress) -> Result<SuiteResults> {
     for (path, hint) in [
