@@ -4,7 +4,7 @@
 
 mod common;
 
-use common::engine_metering;
+use common::{engine_metering, figures};
 use offline_engine::{Canister, EngineError, Execution, MessageResult, Metering, Settings};
 
 fn bench_canister() -> Vec<u8> {
@@ -12,20 +12,6 @@ fn bench_canister() -> Vec<u8> {
         .join("../../target/canister/bench_canister.wasm");
     std::fs::read(&path)
         .unwrap_or_else(|e| panic!("{}: {e}; build it with scripts/build.sh", path.display()))
-}
-
-/// What a message did, without its wall time.
-fn metered(e: &Execution) -> impl PartialEq + std::fmt::Debug + use<> {
-    (
-        e.entry.clone(),
-        e.result.clone(),
-        e.instructions,
-        e.billed_instructions,
-        e.heap_dirty_pages,
-        e.stable_dirty_pages,
-        e.pages.clone(),
-        e.logs.clone(),
-    )
 }
 
 /// The same messages on `c`: writes, the timer's flush with its self-call, a query, an
@@ -78,8 +64,8 @@ fn fork_meters_as_the_original(metering: Metering) {
     assert_eq!(fork.cycles(), c.cycles());
     assert_eq!(fork.certified_data(), c.certified_data());
 
-    let original: Vec<_> = later_messages(&mut c).iter().map(metered).collect();
-    let forked: Vec<_> = later_messages(&mut fork).iter().map(metered).collect();
+    let original: Vec<_> = later_messages(&mut c).iter().map(figures).collect();
+    let forked: Vec<_> = later_messages(&mut fork).iter().map(figures).collect();
     assert!(original.len() > 10, "{original:?}");
     assert_eq!(forked, original);
     assert_eq!(fork.stable_memory(), c.stable_memory());
@@ -109,8 +95,8 @@ fn a_fork_does_not_change_the_original() {
     fork.update("create_user", &arg).unwrap();
     assert_ne!(fork.stable_memory(), c.stable_memory());
     // The original still meters as a canister that was never forked.
-    let original: Vec<_> = later_messages(&mut c).iter().map(metered).collect();
-    let never_forked: Vec<_> = later_messages(&mut twin).iter().map(metered).collect();
+    let original: Vec<_> = later_messages(&mut c).iter().map(figures).collect();
+    let never_forked: Vec<_> = later_messages(&mut twin).iter().map(figures).collect();
     assert_eq!(original, never_forked);
 }
 

@@ -213,22 +213,6 @@ fn queries_and_installs_are_profiled_and_unprofiled_programs_refuse() {
     assert!(plain.take_profile().is_none());
 }
 
-/// What profiling must not change: entry, result, instructions, billed instructions, heap and
-/// stable dirty pages, logs.
-type Figures = (String, MessageResult, u64, u64, u64, u64, Vec<String>);
-
-fn figures(e: &Execution) -> Figures {
-    (
-        e.entry.clone(),
-        e.result.clone(),
-        e.instructions,
-        e.billed_instructions,
-        e.heap_dirty_pages,
-        e.stable_dirty_pages,
-        e.logs.clone(),
-    )
-}
-
 #[test]
 fn profiling_changes_no_count() {
     let mut p = profiled();

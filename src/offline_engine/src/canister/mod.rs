@@ -352,18 +352,7 @@ impl Canister {
         data.api.sys = old.api.sys.clone();
         data.stable_new_dirty_page = old.stable_new_dirty_page;
         data.limiter = limiter_for(&self.settings);
-        let (mut store, handles) = instantiate(&self.engine, &self.program, data)?;
-        if let Some(m) = handles.memory {
-            let have = m.data_size(&store) as u64;
-            let want = self.shadow.len() as u64;
-            if want > have {
-                m.grow(&mut store, (want - have) / WASM_PAGE)?;
-            }
-            self.shadow.restore_fresh(m.data_mut(&mut store));
-        }
-        for (g, v) in handles.globals.iter().zip(self.globals_snapshot.clone()) {
-            g.set(&mut store, v)?;
-        }
+        let (store, handles) = self.instantiate_committed(data)?;
         Ok(Canister {
             engine: self.engine.clone(),
             program: self.program.clone(),
@@ -920,15 +909,13 @@ impl Canister {
         Ok(dirty)
     }
 
-    /// Re-creates the instance with the committed heap (used when a rolled-back message grew
-    /// the memory, which wasm cannot shrink). The fresh instance holds the module's initial
-    /// heap, so only the pages committed since the shadow was taken are copied.
-    fn reinstantiate(&mut self) -> Result<(), EngineError> {
-        let old = std::mem::replace(
-            &mut self.store,
-            Store::new(&self.engine, placeholder_data()),
-        );
-        let data = old.into_data();
+    /// A new instance of the program holding `data`, with the committed heap and mutable
+    /// globals: the fresh instance holds the module's initial heap, so only the pages committed
+    /// since the shadow was taken are copied.
+    fn instantiate_committed(
+        &self,
+        data: StoreData,
+    ) -> Result<(Store<StoreData>, Handles), EngineError> {
         let (mut store, handles) = instantiate(&self.engine, &self.program, data)?;
         if let Some(m) = handles.memory {
             let have = m.data_size(&store) as u64;
@@ -941,6 +928,18 @@ impl Canister {
         for (g, v) in handles.globals.iter().zip(self.globals_snapshot.clone()) {
             g.set(&mut store, v)?;
         }
+        Ok((store, handles))
+    }
+
+    /// Re-creates the instance with the committed heap (used when a rolled-back message grew
+    /// the memory, which wasm cannot shrink; [`Self::instantiate_committed`]).
+    fn reinstantiate(&mut self) -> Result<(), EngineError> {
+        let old = std::mem::replace(
+            &mut self.store,
+            Store::new(&self.engine, placeholder_data()),
+        );
+        let data = old.into_data();
+        let (store, handles) = self.instantiate_committed(data)?;
         self.store = store;
         self.handles = handles;
         Ok(())

@@ -2,7 +2,9 @@
 //! loop template.
 #![allow(dead_code)]
 
-use offline_engine::{Canister, Engine, EngineConfig, Execution, Metering, Program, Settings};
+use offline_engine::{
+    Canister, Engine, EngineConfig, Execution, MessageResult, Metering, PageUse, Program, Settings,
+};
 
 /// An engine without the on-disk cache (test modules compile in milliseconds).
 pub fn engine() -> Engine {
@@ -91,4 +93,31 @@ pub fn run_test(canister: &mut Canister, arg: &[u8]) -> Execution {
     let e = canister.update("test", arg).expect("engine ok");
     assert!(!e.result.is_trap(), "trapped: {:?}", e.result);
     e
+}
+
+/// What a message did, without its wall time: entry, result, instructions, billed instructions,
+/// heap and stable dirty pages, the pages the memory tracker charged, logs.
+pub type Figures = (
+    String,
+    MessageResult,
+    u64,
+    u64,
+    u64,
+    u64,
+    PageUse,
+    Vec<String>,
+);
+
+/// The [`Figures`] of `e`.
+pub fn figures(e: &Execution) -> Figures {
+    (
+        e.entry.clone(),
+        e.result.clone(),
+        e.instructions,
+        e.billed_instructions,
+        e.heap_dirty_pages,
+        e.stable_dirty_pages,
+        e.pages.clone(),
+        e.logs.clone(),
+    )
 }
