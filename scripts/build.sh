@@ -6,6 +6,8 @@
 #                                       BENCH_SCALE_DIVISOR=100 for the CI scale, default 1 = full scale)
 #        scripts/build.sh declared   -> target/canister/bench_canister_declared.wasm  (the canbench wasm plus the
 #                                       comparison of the generic packed format with the hand-written one)
+#        scripts/build.sh lever      -> target/canister/bench_canister_lever.wasm     (the deployable wasm with the
+#                                       pragmas and statement cache BENCH_LEVER_* name: scripts/levers.sh)
 # Each also writes <name>.named.wasm: the same module with its function names, for the profiler.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -17,7 +19,8 @@ case "$flavour" in
   deploy)   features=();                          keep=();                      out=target/canister/bench_canister.wasm ;;
   canbench) features=(--features canbench-rs);    keep=(--keep-name-section);   out=target/canister/bench_canister_canbench.wasm ;;
   declared) features=(--features declared);       keep=(--keep-name-section);   out=target/canister/bench_canister_declared.wasm ;;
-  *) echo "usage: $0 [deploy|canbench|declared]" >&2; exit 2 ;;
+  lever)    features=(--features levers);         keep=();                      out=target/canister/bench_canister_lever.wasm ;;
+  *) echo "usage: $0 [deploy|canbench|declared|lever]" >&2; exit 2 ;;
 esac
 
 for tool in wasi2ic ic-wasm; do

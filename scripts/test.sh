@@ -51,6 +51,7 @@ clippy_and_docs() {
   cargo clippy --release --all-targets --features bench_suite/pocket-ic -- -D warnings
   cargo clippy --release -p bench_suite --all-targets -- -D warnings
   cargo clippy --release --target wasm32-wasip1 -p bench_canister --features declared -- -D warnings
+  cargo clippy --release --target wasm32-wasip1 -p bench_canister --features levers -- -D warnings
   cargo clippy --release --target wasm32-wasip1 -p ic-rusqlite-batch -p notes_canister -p todo_canister -- -D warnings
   RUSTDOCFLAGS="-D warnings" cargo doc --no-deps --workspace --features bench_suite/pocket-ic
   RUSTDOCFLAGS="-D warnings" cargo doc --no-deps --target wasm32-wasip1 -p bench_canister --document-private-items

@@ -44,13 +44,13 @@ mod benches;
 mod declared;
 
 /// The users/orders database and its queue: the state is saved in virtual memory 1; the
-/// statement cache has room for every statement the canister repeats (rusqlite's default of 16
-/// would evict and re-prepare them every flush).
+/// pragmas and the statement cache are the reference's, or a lever's build's ([`PRAGMAS`], at
+/// the end of this file).
 static SETUP: batch::Setup = batch::Setup {
     memory_id: 1,
-    pragmas: &bench_api::schema::PRAGMAS,
+    pragmas: &PRAGMAS,
     schema: bench_api::schema::SCHEMA,
-    statement_cache_capacity: 64,
+    statement_cache_capacity: STATEMENT_CACHE_CAPACITY,
     floors: Floors {
         min_flush_budget: MIN_FLUSH_BUDGET,
         min_flush_budget_reason: "an ordinary op of the users/orders workload could be interrupted (the most expensive one, measured, with headroom)",
@@ -483,3 +483,42 @@ fn users_by_email_prefix(prefix: String, limit: u32) -> UsersResult {
 }
 
 ic_cdk::export_candid!();
+
+// The database's pragmas and statement cache: the reference's (the ic-rusqlite benchmark's
+// pragmas; a statement cache with room for every statement the canister repeats, where
+// rusqlite's default of 16 would evict and re-prepare them every flush), or, built with the
+// feature `levers` (`scripts/levers.sh`), those the build's environment names
+// (`BENCH_LEVER_<SETTING>`, read at compile time) in their place. At the end of this file (and
+// not in bench_api), so that the deployable wasm is the same byte for byte with or without them.
+
+/// The pragmas the database is opened with.
+#[cfg(not(feature = "levers"))]
+const PRAGMAS: [(&str, &str); 6] = bench_api::schema::PRAGMAS;
+/// The statement cache's capacity.
+#[cfg(not(feature = "levers"))]
+const STATEMENT_CACHE_CAPACITY: usize = REFERENCE_STATEMENT_CACHE;
+
+/// The reference's statement cache capacity.
+const REFERENCE_STATEMENT_CACHE: usize = 64;
+
+/// A lever's pragmas: the reference's, with each one the environment names, in their order.
+#[cfg(feature = "levers")]
+const PRAGMAS: [(&str, &str); 6] = levers::pragmas_with([
+    option_env!("BENCH_LEVER_JOURNAL_MODE"),
+    option_env!("BENCH_LEVER_SYNCHRONOUS"),
+    option_env!("BENCH_LEVER_PAGE_SIZE"),
+    option_env!("BENCH_LEVER_LOCKING_MODE"),
+    option_env!("BENCH_LEVER_TEMP_STORE"),
+    option_env!("BENCH_LEVER_CACHE_SIZE"),
+]);
+/// A lever's statement cache capacity: `BENCH_LEVER_STATEMENT_CACHE`, or the reference's.
+#[cfg(feature = "levers")]
+const STATEMENT_CACHE_CAPACITY: usize = levers::count_or(
+    option_env!("BENCH_LEVER_STATEMENT_CACHE"),
+    REFERENCE_STATEMENT_CACHE,
+);
+
+/// How a lever's build reads its settings (evaluated at compile time; `tests/levers.rs` tests
+/// them natively).
+#[cfg(feature = "levers")]
+mod levers;

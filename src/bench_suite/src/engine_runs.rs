@@ -436,19 +436,18 @@ pub enum PageWorkload {
     Packed(usize),
 }
 
-/// Runs `workload` on a fresh canister with the small fixture and returns each of its messages
-/// with the pages it touched, and the canister's stable memory after it
+/// Runs `workload` on a canister of `fixtures` (a fresh one with its fixture) and returns each
+/// of its messages with the pages it touched, and the canister's stable memory after it
 /// ([`crate::regions`]).
 pub fn trace_pages(
-    engine: &Engine,
-    program: &Program,
+    fixtures: &mut Fixtures,
     workload: PageWorkload,
 ) -> Result<crate::regions::Trace> {
     let (mode, n) = match workload {
         PageWorkload::Unbatched(n) => (Mode::Unbatched, n),
         PageWorkload::Packed(n) => (Mode::ClientBatchPacked, n),
     };
-    let mut c = install_with_fixture(engine, program, mode_init_args(mode, n), Fixture::Small)?;
+    let mut c = fixtures.canister(mode_init_args(mode, n))?;
     let mut messages = Vec::new();
     match workload {
         PageWorkload::Unbatched(n) => {

@@ -7,7 +7,8 @@
 //!   per mode; [`load_model`]: load over rounds, simulated over measured costs.
 //! - [`profiles`]: the canbench and message-level runs again under the replica's deterministic
 //!   memory tracker, beside the rules of PocketIC 13 the other tables are metered by.
-//! - [`regions`]: where the pages of three workloads go, by region of the canister's memory.
+//! - [`regions`]: where the pages of three workloads go, by region of the canister's memory;
+//!   [`levers`]: the same workloads on builds that differ from the reference in one setting.
 //! - [`summary`]: what a million writes cost on each path (the report's opening and the last
 //!   thing `bench-suite run` prints); [`estimate`]: one's own load priced from `results.json`.
 //! - [`analysis`]: the canbench tables and the targets; [`report`], [`charts`], [`output`]:
@@ -35,6 +36,7 @@ pub mod doc_figures;
 pub mod engine_runs;
 pub mod estimate;
 pub mod fees;
+pub mod levers;
 pub mod load_model;
 pub mod message_bench;
 pub mod output;

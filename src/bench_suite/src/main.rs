@@ -142,6 +142,21 @@ enum Command {
         #[arg(long, default_value = "target/canister/bench_canister.wasm")]
         wasm: PathBuf,
     },
+    /// Builds of the reference canister that differ in one setting (scripts/levers.sh), against
+    /// the reference: cycles per write and pages per message of the same workloads as `pages`,
+    /// under both metering profiles; prints Markdown.
+    Levers {
+        /// The reference's deployable wasm (built by scripts/build.sh).
+        #[arg(long, default_value = "target/canister/bench_canister.wasm")]
+        reference: PathBuf,
+        /// The levers' wasms (scripts/build.sh lever), each named by its file stem.
+        #[arg(required = true)]
+        levers: Vec<PathBuf>,
+        /// Each canister holds the full-scale fixture (100,000 users, 1,000,000 orders) instead
+        /// of the small one (10,000 users, 20,000 orders).
+        #[arg(long)]
+        full_scale: bool,
+    },
     /// The message-level runs (unbatched, submit + timer, client batch) through the pocket-ic
     /// client, beside the in-process runs of the same modes: prints a Markdown table labelled
     /// with the runtime the figures came from. Against offline-pocket-ic it fails (exit 1) when
@@ -204,6 +219,18 @@ fn real_main() -> Result<ExitCode> {
             block,
         } => commands::excerpt::run(&file, &section, block),
         Command::Pages { wasm } => commands::pages::run(&wasm, p),
+        Command::Levers {
+            reference,
+            levers,
+            full_scale,
+        } => {
+            let fixture = if full_scale {
+                bench_suite::engine_runs::Fixture::FullScale
+            } else {
+                bench_suite::engine_runs::Fixture::Small
+            };
+            commands::levers::run(&reference, &levers, fixture, p)
+        }
         Command::Reliability { wasm } => commands::reliability::run(&wasm, p),
         Command::BudgetFloor { wasm, divisor } => commands::budget_floor::run(&wasm, divisor, p),
         Command::CanbenchCheck {

@@ -88,6 +88,7 @@ pub fn messages(
         &config.deployable_wasm,
         &engine,
         &deployable,
+        engine_runs::Fixture::Small,
         fees,
         progress,
     )?;
@@ -120,12 +121,13 @@ pub fn join(
 }
 
 /// The pages of one `create_order` per message and of packed batches of 1,000 and 10,000 by
-/// region, on the deployable wasm at `path` (loaded into `engine` as `deployable`), under
-/// `engine`'s profile (the tracker's) and the rules of PocketIC 13.
+/// region, on the deployable wasm at `path` (loaded into `engine` as `deployable`) holding
+/// `fixture`, under `engine`'s profile (the tracker's) and the rules of PocketIC 13.
 pub fn page_regions(
     path: &std::path::Path,
     engine: &offline_engine::Engine,
     deployable: &offline_engine::Program,
+    fixture: engine_runs::Fixture,
     fees: &FeeSchedule,
     progress: &mut Progress,
 ) -> Result<Vec<crate::regions::WorkloadPages>> {
@@ -147,11 +149,13 @@ pub fn page_regions(
             PageWorkload::Packed(n),
         ));
     }
+    let mut tracker_fixtures = engine_runs::Fixtures::new(engine, deployable, fixture);
+    let mut old_fixtures = engine_runs::Fixtures::new(&old_engine, &old_program, fixture);
     let mut out = Vec::new();
     for (name, writes, w) in workloads {
         progress.step(&format!("pages by region: {name}"));
-        let tracker = engine_runs::trace_pages(engine, deployable, w)?;
-        let old = engine_runs::trace_pages(&old_engine, &old_program, w)?;
+        let tracker = engine_runs::trace_pages(&mut tracker_fixtures, w)?;
+        let old = engine_runs::trace_pages(&mut old_fixtures, w)?;
         out.push(regions::attribute(
             &name, writes, &heap, &tracker, &old, fees,
         )?);

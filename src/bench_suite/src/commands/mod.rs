@@ -15,6 +15,7 @@ pub mod check;
 pub mod doc_figures;
 pub mod estimate;
 pub mod excerpt;
+pub mod levers;
 #[cfg(feature = "pocket-ic")]
 pub mod messages;
 pub mod pages;

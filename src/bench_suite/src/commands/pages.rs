@@ -17,7 +17,14 @@ use crate::progress::Progress;
 pub fn run(wasm: &Path, progress: &mut Progress) -> Result<ExitCode> {
     let engine = engine_runs::engine_with(LEAD)?;
     let program = engine_runs::load(&engine, wasm, crate::suite::BUILD_HINT_DEPLOYABLE)?;
-    let workloads = profiles::page_regions(wasm, &engine, &program, &IC_2025, progress)?;
+    let workloads = profiles::page_regions(
+        wasm,
+        &engine,
+        &program,
+        engine_runs::Fixture::Small,
+        &IC_2025,
+        progress,
+    )?;
     let lead = format!("engine: {}", engine_runs::profile_label(&LEAD));
     let old = format!(
         "engine: {} · {} (sha256 {})",
