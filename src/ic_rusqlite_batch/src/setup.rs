@@ -16,7 +16,9 @@ pub struct Setup {
     /// queue: any id from 0 to 100 or 121 to 254 that the canister uses for nothing else
     /// (ic-rusqlite owns 101–120). `init` traps on another.
     pub memory_id: u8,
-    /// `PRAGMA`s of the connection (ic-rusqlite applies them when it opens it).
+    /// `PRAGMA`s of the connection (ic-rusqlite applies them when it opens it). They replace
+    /// ic-rusqlite's own defaults: a pragma not named keeps SQLite's default (its page cache of
+    /// 2,000 KiB, where ic-rusqlite's `ConnectionConfig` sets 500,000 pages).
     pub pragmas: &'static [(&'static str, &'static str)],
     /// SQL run at every install and upgrade, before anything else (`CREATE TABLE IF NOT EXISTS`
     /// ...): it must be idempotent.
@@ -36,7 +38,11 @@ impl Setup {
     /// The setup of a canister whose writes are small (one statement on a row or a few, with
     /// parameters of at most a few KiB) and which exports the standard methods
     /// (`canister_methods!`): queue memory 1, `journal_mode` PERSIST and `locking_mode`
-    /// EXCLUSIVE (ic-rusqlite's recommendation), 32 cached statements,
+    /// EXCLUSIVE (ic-rusqlite's recommendation) and SQLite's default page cache (under the
+    /// replica's deterministic memory tracker, a cache of hundreds of thousands of pages costs
+    /// a batch more than it saves: every Wasm page a message touches is charged, and a `COMMIT`
+    /// after a page split walks the cache's whole hash table, each cached page's header with
+    /// it), 32 cached statements,
     /// [`Floors::SMALL_WRITES`], single-op arguments of at most 1 KiB, and `methods`: the
     /// canister's own methods (those of [`client_batches!`](crate::client_batches) and
     /// [`single_writes!`](crate::single_writes) are classed without being listed, as the
