@@ -10,7 +10,7 @@ cd "$(dirname "$0")/.."
 source scripts/steps.sh
 
 step "format" "1 s" cargo fmt --all --check
-step "tools" "5 min first run (canbench 3.5 of them), 1 s later" scripts/setup.sh all
+step "tools" "4 min first run (canbench most of it), 1 s later" scripts/setup.sh all
 # The GitHub Actions workflow, checked by actionlint (pinned, installed by setup.sh all).
 step "workflow lint" "1 s" actionlint .github/workflows/*.yml
 canister_wasms() {
@@ -57,7 +57,7 @@ clippy_and_docs() {
   RUSTDOCFLAGS="-D warnings" cargo doc --no-deps --target wasm32-wasip1 -p bench_canister --document-private-items
   RUSTDOCFLAGS="-D warnings" cargo doc --no-deps --target wasm32-wasip1 -p ic-rusqlite-batch -p notes_canister -p todo_canister
 }
-step "clippy and docs" "5.5 min first run, 2 min later" clippy_and_docs
+step "clippy and docs" "4.5 min first run, 2 min later" clippy_and_docs
 # The batch client: its feature-gated transports (ic-agent, PocketIC) off-chain, its ic-cdk
 # transport and timer driver built and linted for wasm32; the TypeScript client from its
 # lockfile (type check, then node's test runner: shared packed vectors, simulated faults).
@@ -66,9 +66,9 @@ batch_clients() {
   cargo clippy --release -p ic-batch-client --no-default-features --features ic-cdk --target wasm32-wasip1 -- -D warnings
   (cd src/batch_client_ts && npm ci --no-audit --no-fund && npx tsc --noEmit && npm test)
 }
-step "batch clients" "2.5 min" batch_clients
+step "batch clients" "1 min first run" batch_clients
 # The four crates and the npm package as crates.io and npm would get them (after the clients'
 # step, which installs the TypeScript package's dependencies).
-step "packages" "3 min first run, 1 min later" scripts/package.sh
+step "packages" "1 min" scripts/package.sh
 echo
 steps_summary
