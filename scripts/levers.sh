@@ -12,6 +12,8 @@
 # journal modes other than PERSIST are comparisons, not candidates.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# Each build names its one setting; none inherited from the caller's environment.
+for v in "${!BENCH_LEVER_@}"; do unset "$v"; done
 
 out=bench/levers.md
 scale=()
