@@ -14,11 +14,7 @@ fn main() -> std::process::ExitCode {
             .map_or(0, |d| d.as_nanos() as u64)
     });
     let ordered = args.next().is_some_and(|a| a == "ordered");
-    let runtime = match tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-    {
+    let runtime = match client_e2e::runtime() {
         Ok(r) => r,
         Err(e) => {
             eprintln!("fault_run: {e}");

@@ -55,11 +55,7 @@ fn main() -> std::process::ExitCode {
             return std::process::ExitCode::from(2);
         }
     };
-    let runtime = match tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-    {
+    let runtime = match client_e2e::runtime() {
         Ok(r) => r,
         Err(e) => {
             eprintln!("load: {e}");

@@ -8,11 +8,7 @@
 fn main() -> std::process::ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let ops = args.first().and_then(|a| a.parse().ok()).unwrap_or(1_000);
-    let runtime = match tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-    {
+    let runtime = match client_e2e::runtime() {
         Ok(r) => r,
         Err(e) => {
             eprintln!("overhead: {e}");

@@ -192,11 +192,7 @@ impl Replica {
             block_interval,
             metering,
         };
-        let runtime = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(2)
-            .enable_all()
-            .build()
-            .map_err(|e| E2eError::Start(e.to_string()))?;
+        let runtime = runtime().map_err(|e| E2eError::Start(e.to_string()))?;
         std::thread::Builder::new()
             .name(format!("offline-replica-{n}"))
             .spawn(move || {
@@ -276,6 +272,16 @@ impl Replica {
         self.hook(hook, &format!(r#"{{"canister_id": "{canister}"}}"#))
             .map(drop)
     }
+}
+
+/// The tokio runtime the offline replica's server, the agents and the clients run on (each test
+/// and example, and the replica's own thread): two worker threads, the cores of the machines the
+/// project runs on.
+pub fn runtime() -> std::io::Result<tokio::runtime::Runtime> {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
 }
 
 /// An Ed25519 identity from a one-byte seed (distinct seeds, distinct principals).

@@ -10,11 +10,7 @@ use client_e2e::app::{Mode, Path, breakdown, measure_mode};
 use offline_engine::Metering;
 
 fn forwards_every_write_once(mode: Mode, seed: u8) {
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .expect("a runtime");
+    let runtime = client_e2e::runtime().expect("a runtime");
     runtime.block_on(async {
         let replica = Replica::start(None).expect("a replica");
         {

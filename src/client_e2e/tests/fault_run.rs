@@ -29,11 +29,7 @@ fn fault_run(ordered: bool) -> FaultRunReport {
         .ok()
         .and_then(|v| v.parse().ok())
         .unwrap_or_else(tokio_seed);
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .expect("a runtime");
+    let runtime = client_e2e::runtime().expect("a runtime");
     let report = runtime
         .block_on(run(FaultRunConfig {
             ops,

@@ -47,14 +47,6 @@ async fn setup(seed: u8) -> Setup {
     }
 }
 
-fn runtime() -> tokio::runtime::Runtime {
-    tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .expect("a runtime")
-}
-
 /// Batches form only when flushed (the delay is long), an attempt is abandoned after 2 s,
 /// retries start after 50 ms.
 fn config() -> BatcherConfig {
@@ -127,7 +119,7 @@ fn assert_applied_in_order(results: &[OpResult<PackedUserOrders>]) {
 
 #[test]
 fn a_reply_lost_after_the_commit_is_answered_from_the_record_on_retry() {
-    runtime().block_on(async {
+    client_e2e::runtime().expect("a runtime").block_on(async {
         let s = setup(31).await;
         s.replica
             .hook("drop_replies", r#"{"count": 1}"#)
@@ -151,7 +143,7 @@ fn a_reply_lost_after_the_commit_is_answered_from_the_record_on_retry() {
 
 #[test]
 fn an_answer_later_than_the_client_waits_is_not_applied_again() {
-    runtime().block_on(async {
+    client_e2e::runtime().expect("a runtime").block_on(async {
         let s = setup(32).await;
         // The first answer comes 4 s late; the client gives up after 2 s and retries.
         s.replica
@@ -189,7 +181,7 @@ impl Transport for UpgradeBeforeRetry {
 
 #[test]
 fn an_upgrade_between_send_and_retry_keeps_the_record_of_the_batch() {
-    runtime().block_on(async {
+    client_e2e::runtime().expect("a runtime").block_on(async {
         let s = setup(33).await;
         s.replica
             .hook("drop_replies", r#"{"count": 1}"#)
@@ -212,7 +204,7 @@ fn an_upgrade_between_send_and_retry_keeps_the_record_of_the_batch() {
 
 #[test]
 fn two_concurrent_sends_of_one_key_run_it_once_and_answer_both_alike() {
-    runtime().block_on(async {
+    client_e2e::runtime().expect("a runtime").block_on(async {
         let s = setup(34).await;
         // A second agent of the same identity: two processes of one service racing.
         let other = s.replica.agent(identity(34)).await.expect("an agent");
@@ -261,7 +253,7 @@ fn two_concurrent_sends_of_one_key_run_it_once_and_answer_both_alike() {
 
 #[test]
 fn a_key_past_the_window_or_ahead_of_the_canister_runs_nothing_and_says_why() {
-    runtime().block_on(async {
+    client_e2e::runtime().expect("a runtime").block_on(async {
         let s = setup(35).await;
         // A client clock a window and its drift behind: its keys are too old at once.
         let behind = || tokio_driver::system_clock() - WINDOW_NS - DRIFT_NS - 60_000 * MS;
@@ -298,7 +290,7 @@ fn a_key_past_the_window_or_ahead_of_the_canister_runs_nothing_and_says_why() {
 
 #[test]
 fn a_stopped_canister_is_retried_until_it_runs_again_and_applies_once() {
-    runtime().block_on(async {
+    client_e2e::runtime().expect("a runtime").block_on(async {
         let s = setup(36).await;
         s.replica.set_running(s.canister, false).expect("stopped");
         let replica = s.replica.clone();

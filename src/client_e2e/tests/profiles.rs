@@ -12,14 +12,6 @@ use client_e2e::load::{LoadConfig, Path as LoadPath, run_profiles};
 use client_e2e::{PROFILES, agent_label, engine_label, overhead};
 use offline_engine::Metering;
 
-fn runtime() -> tokio::runtime::Runtime {
-    tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .expect("a runtime")
-}
-
 /// Each of `needles` is in `text`, after the one before it.
 fn in_order(text: &str, needles: &[String]) {
     let mut from = 0;
@@ -46,7 +38,8 @@ fn the_profiles_are_the_tracker_then_pocket_ic_13() {
 
 #[test]
 fn overhead_costs_differ_by_profile_and_the_table_names_each() {
-    let runs = runtime()
+    let runs = client_e2e::runtime()
+        .expect("a runtime")
         .block_on(overhead::measure_profiles(50))
         .expect("measured");
     let [tracker, pocket_ic] = &runs[..] else {
@@ -94,7 +87,10 @@ fn load_costs_differ_by_profile_and_each_table_names_its_profile() {
         paths: vec![LoadPath::OneCallPerOp, LoadPath::Batcher],
         ..LoadConfig::default()
     };
-    let (runs, md) = runtime().block_on(run_profiles(&config)).expect("ran");
+    let (runs, md) = client_e2e::runtime()
+        .expect("a runtime")
+        .block_on(run_profiles(&config))
+        .expect("ran");
     println!("{md}");
     assert_eq!(
         runs.iter().map(|r| r.metering).collect::<Vec<_>>(),
