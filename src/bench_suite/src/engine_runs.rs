@@ -541,6 +541,24 @@ impl<'a> Fixtures<'a> {
         let c = self.canister(mode_init_args(mode, n))?;
         run_mode_in(c, mode, n)
     }
+
+    /// Runs every mode at each of `sizes`, each on a canister of its own with the fixture,
+    /// naming each run as a step: `what`, the mode and N.
+    pub fn run_modes(
+        &mut self,
+        sizes: &[u64],
+        what: &str,
+        progress: &mut Progress,
+    ) -> Result<Vec<ModeRun>> {
+        let mut runs = Vec::new();
+        for mode in Mode::ALL {
+            for &n in sizes {
+                progress.step(&format!("{what}: {} N = {n}", mode.label()));
+                runs.push(self.run_mode(mode, n as usize)?);
+            }
+        }
+        Ok(runs)
+    }
 }
 
 /// Runs one mode with `n` ops on `c`, installed with [`mode_init_args`]`(mode, n)` and

@@ -77,13 +77,8 @@ pub fn messages(
     let deployable = engine_runs::load(&engine, &config.deployable_wasm, BUILD_HINT_DEPLOYABLE)?;
     let mut fixtures =
         engine_runs::Fixtures::new(&engine, &deployable, engine_runs::Fixture::Small);
-    let mut message_runs = Vec::new();
-    for mode in Mode::ALL {
-        for &n in config.scale.message_sizes() {
-            progress.step(&format!("message-level: {} N = {n}", mode.label()));
-            message_runs.push(fixtures.run_mode(mode, n as usize)?);
-        }
-    }
+    let message_runs =
+        fixtures.run_modes(config.scale.message_sizes(), "message-level", progress)?;
     let regions = page_regions(
         &config.deployable_wasm,
         &engine,

@@ -501,14 +501,11 @@ impl Job {
                     lab.deployable,
                     engine_runs::Fixture::Small,
                 );
-                let mut runs = Vec::new();
-                for mode in Mode::ALL {
-                    for &n in config.scale.message_sizes() {
-                        progress.step(&format!("message-level: {} N = {n}", mode.label()));
-                        runs.push(fixtures.run_mode(mode, n as usize)?);
-                    }
-                }
-                Done::Messages(runs)
+                Done::Messages(fixtures.run_modes(
+                    config.scale.message_sizes(),
+                    "message-level",
+                    progress,
+                )?)
             }
             Job::Canbench => {
                 progress.step(&format!("loading {}", config.canbench_wasm.display()));
@@ -531,17 +528,11 @@ impl Job {
                     lab.deployable,
                     engine_runs::Fixture::FullScale,
                 );
-                let mut runs = Vec::new();
-                for mode in Mode::ALL {
-                    for &n in config.scale.full_fixture_message_sizes() {
-                        progress.step(&format!(
-                            "message-level at full scale (100,000 users, 1,000,000 orders): {} N = {n}",
-                            mode.label()
-                        ));
-                        runs.push(fixtures.run_mode(mode, n as usize)?);
-                    }
-                }
-                Done::FullScale(runs)
+                Done::FullScale(fixtures.run_modes(
+                    config.scale.full_fixture_message_sizes(),
+                    "message-level at full scale (100,000 users, 1,000,000 orders)",
+                    progress,
+                )?)
             }
         })
     }
