@@ -990,13 +990,18 @@ fn check_stable_access(c: &mut C<'_>, offset: u64, len: u64) -> R<()> {
     ))
 }
 
-/// With the memory tracker: charges an access of `len` bytes at `offset` of stable memory
-/// (after it happened).
+/// With the memory tracker: charges a System API read (`write` false: a first read of its
+/// pages is served by the host and charges nothing, [`crate::tracker::StablePages::read`]) or
+/// write of `len` bytes at `offset` of stable memory (after it happened).
 fn touch_stable(c: &mut C<'_>, offset: u64, len: u64, write: bool) -> R<()> {
     let Some(p) = c.data_mut().pages.as_mut() else {
         return Ok(());
     };
-    let events = p.stable.touch(offset, len, write, p.tracking);
+    let events = if write {
+        p.stable.touch(offset, len, true, p.tracking)
+    } else {
+        p.stable.read(offset, len, p.tracking)
+    };
     let charge = events * p.stable_charge;
     charge_pages(c, charge)
 }

@@ -245,8 +245,27 @@ impl StablePages {
         (self.accessed_os_pages.len() + new) as u64
     }
 
-    /// Applies an access of `len` bytes at `offset` (within stable memory); returns the number
-    /// of tracker events it charges.
+    /// Applies a System API read of `len` bytes at `offset` (within stable memory); returns the
+    /// number of tracker events it charges. The replica's `stable_read` replacement
+    /// (`system_api_replacements.rs`) serves a read none of whose OS pages the execution has
+    /// accessed yet (its bytemap of stable memory) through the host (`stable_read_first_access`,
+    /// which copies from the page map): the tracker sees no access of stable memory, and only the
+    /// heap's destination is charged. Any other read copies from the stable memory the tracker
+    /// maps (`memory.copy`) and is charged as any access ([`Self::touch`]).
+    pub fn read(&mut self, offset: u64, len: u64, tracking: Tracking) -> u64 {
+        if len == 0 {
+            return 0;
+        }
+        let pages = offset / OS_PAGE..=(offset + len - 1) / OS_PAGE;
+        if pages.clone().all(|p| !self.accessed_os_pages.contains(&p)) {
+            self.accessed_os_pages.extend(pages);
+            return 0;
+        }
+        self.touch(offset, len, false, tracking)
+    }
+
+    /// Applies an access of `len` bytes at `offset` (within stable memory) through the memory
+    /// the tracker maps; returns the number of tracker events it charges.
     pub fn touch(&mut self, offset: u64, len: u64, write: bool, tracking: Tracking) -> u64 {
         if len == 0 {
             return 0;

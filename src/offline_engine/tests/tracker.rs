@@ -1,7 +1,8 @@
 //! The deterministic memory tracker (`METERING.md` §10): the replica's own tests of it run on
 //! the engine, then one test per rule the engine implements.
 //!
-//! The replica's tests are those of `rs/embedders/tests/instrumentation.rs` in dfinity/ic at
+//! The replica's tests are those of `rs/embedders/tests/instrumentation.rs` and the module
+//! `stable_api_charges` of `rs/embedders/tests/wasmtime_random_memory_writes.rs` in dfinity/ic at
 //! commit 0441fbd7f97b339d7013b9eadc74f9340f56a541, the version that counts the tracker's
 //! charges (pull request #9894 adapted them; #10789 made the tracker charge 5,000 instructions
 //! per OS page): the same WAT, run as the same update, and the expected count built by the same
@@ -291,6 +292,140 @@ fn replica_metering_wasm64_load_store_canister() {
     assert_eq!(wasm32.instructions, total(false));
     // The cost in wasm64 mode is higher than in wasm32 mode.
     assert!(wasm64.instructions > wasm32.instructions);
+}
+
+/// The stable-memory System API module of the replica's `wasmtime_random_memory_writes.rs`
+/// (`make_module_wat(2 * TEST_NUM_PAGES)`, TEST_NUM_PAGES = 800), its stable functions: each
+/// grows stable memory by one page and makes one `stable_read` or `stable_write` of
+/// `STABLE_OP_BYTES` (37) between heap address 0 and stable offset 0. As in the replica's module,
+/// the export `test_stable64_read_nonzero` runs the 32-bit read; the 64-bit one is exported here
+/// as well, under a name of the engine's test.
+fn stable_api_module() -> String {
+    let heap_size = 2 * 800;
+    format!(
+        r#"
+    (module
+      (import "ic0" "stable_grow" (func $ic0_stable_grow (param $pages i32) (result i32)))
+      (import "ic0" "stable_read"
+        (func $ic0_stable_read (param $dst i32) (param $offset i32) (param $size i32)))
+      (import "ic0" "stable64_read"
+        (func $ic0_stable64_read (param $dst i64) (param $offset i64) (param $size i64)))
+      (import "ic0" "stable_write"
+        (func $ic0_stable_write (param $offset i32) (param $src i32) (param $size i32)))
+      (import "ic0" "stable64_write"
+        (func $ic0_stable64_write (param $offset i64) (param $src i64) (param $size i64)))
+      (func $test_stable_read
+        (drop (call $ic0_stable_grow (i32.const 1)))
+        (call $ic0_stable_read (i32.const 0) (i32.const 0) (i32.const 0)))
+      (func $test_stable_read_nonzero
+        (drop (call $ic0_stable_grow (i32.const 1)))
+        (call $ic0_stable_read (i32.const 0) (i32.const 0) (i32.const {STABLE_OP_BYTES})))
+      (func $test_stable64_read_nonzero
+        (drop (call $ic0_stable_grow (i32.const 1)))
+        (call $ic0_stable64_read (i64.const 0) (i64.const 0) (i64.const {STABLE_OP_BYTES})))
+      (func $test_stable_write_nonzero
+        (drop (call $ic0_stable_grow (i32.const 1)))
+        (call $ic0_stable_write (i32.const 0) (i32.const 0) (i32.const {STABLE_OP_BYTES})))
+      (func $test_stable64_write_nonzero
+        (drop (call $ic0_stable_grow (i32.const 1)))
+        (call $ic0_stable64_write (i64.const 0) (i64.const 0) (i64.const {STABLE_OP_BYTES})))
+      (memory $memory {heap_size})
+      (export "memory" (memory $memory))
+      (export "canister_update test_stable_read" (func $test_stable_read))
+      (export "canister_update test_stable_read_nonzero" (func $test_stable_read_nonzero))
+      (export "canister_update test_stable64_read_nonzero" (func $test_stable_read_nonzero))
+      (export "canister_update engine_stable64_read_nonzero" (func $test_stable64_read_nonzero))
+      (export "canister_update test_stable_write_nonzero" (func $test_stable_write_nonzero))
+      (export "canister_update test_stable64_write_nonzero" (func $test_stable64_write_nonzero))
+    )"#
+    )
+}
+
+/// `STABLE_OP_BYTES` of the replica's test.
+const STABLE_OP_BYTES: u64 = 37;
+
+/// The instructions of update `method` of [`stable_api_module`] on a fresh canister under the
+/// tracker, with the replica test's limit of 1,000,000,000.
+fn stable_api_instructions(method: &str) -> Execution {
+    let (mut c, _) = install_metered(dmt(), &stable_api_module(), limits(1_000_000_000));
+    let e = c.update(method, &[]).expect("engine ok");
+    assert!(!e.result.is_trap(), "{method}: {:?}", e.result);
+    e
+}
+
+/// The replica test's `setup_instruction_overhead`: `(drop (call $ic0_stable_grow (i32.const
+/// 1)))` and the call of the stable read or write with its three constants, in a function of 1.
+fn stable_api_setup() -> u64 {
+    cost(Operator::Drop, false)
+        + cost(Operator::Call { function_index: 0 }, false)
+        + overhead_native::STABLE_GROW
+        + cost(Operator::I32Const { value: 1 }, false)
+        + cost(Operator::Call { function_index: 0 }, false)
+        + 3 * cost(Operator::I32Const { value: 1 }, false)
+        + 1
+}
+
+/// `stable_api_charges::empty_stable_read_charge`: an empty read costs its overhead alone, no
+/// page charged.
+#[test]
+fn replica_empty_stable_read_charge() {
+    let e = stable_api_instructions("test_stable_read");
+    assert_eq!(
+        e.instructions,
+        stable_api_setup() + overhead_native::STABLE_READ
+    );
+    assert!(e.pages.heap.accessed.is_empty() && e.pages.stable.accessed.is_empty());
+}
+
+/// `nonempty_stable_read_charge` and `nonempty_stable64_read_charge` (which runs the same
+/// 32-bit read, by the module's export): a byte each, and the destination heap page accessed
+/// and dirtied; reading stable memory through the System API charges no stable page.
+#[test]
+fn replica_nonempty_stable_read_charge() {
+    for (method, fixed) in [
+        ("test_stable_read_nonzero", overhead_native::STABLE_READ),
+        ("test_stable64_read_nonzero", overhead_native::STABLE64_READ),
+    ] {
+        let e = stable_api_instructions(method);
+        assert_eq!(
+            e.instructions,
+            stable_api_setup() + fixed + STABLE_OP_BYTES * BYTE + EVENT + EVENT,
+            "{method}"
+        );
+        assert_eq!(e.pages.heap.accessed, vec![0], "{method}");
+        assert_eq!(e.pages.heap.dirty, vec![0], "{method}");
+        assert!(e.pages.stable.accessed.is_empty(), "{method}");
+    }
+    // The 64-bit read itself, which the replica's module does not export: the same charge.
+    let e = stable_api_instructions("engine_stable64_read_nonzero");
+    assert_eq!(
+        e.instructions,
+        stable_api_setup() + overhead_native::STABLE64_READ + STABLE_OP_BYTES * BYTE + 2 * EVENT
+    );
+}
+
+/// `nonempty_stable_write_charge` and `nonempty_stable64_write_charge`: a byte each, the stable
+/// page's first write (accessed and dirtied) and the source heap page's access: three events.
+#[test]
+fn replica_nonempty_stable_write_charge() {
+    for (method, fixed) in [
+        ("test_stable_write_nonzero", overhead_native::STABLE_WRITE),
+        (
+            "test_stable64_write_nonzero",
+            overhead_native::STABLE64_WRITE,
+        ),
+    ] {
+        let e = stable_api_instructions(method);
+        assert_eq!(
+            e.instructions,
+            stable_api_setup() + fixed + STABLE_OP_BYTES * BYTE + 3 * EVENT,
+            "{method}"
+        );
+        assert_eq!(e.pages.heap.accessed, vec![0], "{method}");
+        assert!(e.pages.heap.dirty.is_empty(), "{method}");
+        assert_eq!(e.pages.stable.accessed, vec![0], "{method}");
+        assert_eq!(e.pages.stable.dirty, vec![0], "{method}");
+    }
 }
 
 // ---------------------------------------------------------------- the engine's rules
@@ -663,7 +798,8 @@ fn stable_memory_accesses_are_limited_per_os_page() {
     // 16 OS pages: bytes 100 .. 100 + 65436.
     let ok = run_metered(metering, &wat(65_436), 1_000_000_000);
     assert!(!ok.result.is_trap(), "{:?}", ok.result);
-    assert_eq!(ok.pages.stable.accessed, vec![0]);
+    // A first read: served by the host, no stable page charged (yet counted for the limit).
+    assert_eq!(ok.pages.stable.accessed, Vec::<u64>::new());
     let over = run_metered(metering, &wat(65_437), 1_000_000_000);
     assert_eq!(
         over.result,
@@ -675,4 +811,61 @@ fn stable_memory_accesses_are_limited_per_os_page() {
     );
     // The read that would pass the limit touched nothing.
     assert_eq!(over.pages.stable.accessed, Vec::<u64>::new());
+}
+
+/// The replica's `stable_read` replacement serves a read none of whose 4 KiB pages the
+/// execution has accessed through the host, from the page map: the tracker charges the heap's
+/// destination only. A read that reaches a page already accessed (read or written) copies from
+/// the mapped stable memory, and its Wasm pages are charged as any access.
+#[test]
+fn a_first_read_of_stable_pages_charges_the_heap_only() {
+    let wat = |body: &str| {
+        module(
+            r#"(import "ic0" "stable_grow" (func $grow (param i32) (result i32)))
+               (import "ic0" "stable_read" (func $read (param i32 i32 i32)))
+               (import "ic0" "stable_write" (func $write (param i32 i32 i32)))"#,
+            &format!("(drop (call $grow (i32.const 4))) {body}"),
+        )
+    };
+    let run = |body: &str| {
+        let e = run_metered(dmt(), &wat(body), 1_000_000_000);
+        assert!(!e.result.is_trap(), "{body}: {:?}", e.result);
+        e
+    };
+    // Two first reads of different 4 KiB pages of stable Wasm page 1: no stable page charged;
+    // heap page 0 accessed and written.
+    let e = run(
+        "(call $read (i32.const 0) (i32.const 65536) (i32.const 8)) \
+                 (call $read (i32.const 8) (i32.const 69632) (i32.const 8))",
+    );
+    assert_eq!(e.pages.stable.accessed, Vec::<u64>::new());
+    assert_eq!(e.pages.heap.dirty, vec![0]);
+    assert_eq!(e.pages.instructions, 2 * EVENT);
+    // Reading a page again goes through the mapped memory: one access of stable Wasm page 1.
+    let e = run(
+        "(call $read (i32.const 0) (i32.const 65536) (i32.const 8)) \
+                 (call $read (i32.const 8) (i32.const 65540) (i32.const 8))",
+    );
+    assert_eq!(e.pages.stable.accessed, vec![1]);
+    assert_eq!(e.pages.stable.dirty, Vec::<u64>::new());
+    assert_eq!(e.pages.instructions, 3 * EVENT);
+    // A read that spans a page accessed before and a fresh one is not a first read either.
+    let e = run("(call $read (i32.const 0) (i32.const 4090) (i32.const 4)) \
+                 (call $read (i32.const 8) (i32.const 4092) (i32.const 8))");
+    assert_eq!(e.pages.stable.accessed, vec![0]);
+    // A write after a first read of its page: the tracker's first access and first write.
+    let e = run(
+        "(call $read (i32.const 0) (i32.const 131072) (i32.const 8)) \
+                 (call $write (i32.const 131072) (i32.const 0) (i32.const 8))",
+    );
+    assert_eq!(e.pages.stable.accessed, vec![2]);
+    assert_eq!(e.pages.stable.dirty, vec![2]);
+    assert_eq!(e.pages.instructions, 4 * EVENT);
+    // A read after a write of its page: the page is mapped, nothing more.
+    let e = run(
+        "(call $write (i32.const 196608) (i32.const 0) (i32.const 8)) \
+                 (call $read (i32.const 64) (i32.const 196608) (i32.const 8))",
+    );
+    assert_eq!(e.pages.stable.accessed, vec![3]);
+    assert_eq!(e.pages.instructions, 2 * EVENT + 2 * EVENT);
 }

@@ -9,7 +9,7 @@
 mod common;
 use common::*;
 use offline_engine::{Canister, Execution, Metering, Settings};
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
 /// An interpreter of 16-byte ops `[op, x, y, z]` (u32 little-endian) read from the argument,
 /// which `canister_update run` / `canister_query run_query` first copy to address 0.
@@ -115,6 +115,9 @@ struct Pages {
     states: HashMap<u64, u8>,
     accessed: Vec<u64>,
     dirty: Vec<u64>,
+    /// Stable memory: the OS pages the message read or wrote through the System API (the
+    /// bytemap of the replica's stable-memory replacements).
+    os_pages: HashSet<u64>,
 }
 
 impl Pages {
@@ -138,6 +141,21 @@ impl Pages {
                 self.dirty.push(page);
             }
             self.states.insert(page, new);
+        }
+    }
+
+    /// A System API access of stable memory: a read none of whose OS pages the message has
+    /// accessed is served by the host (no page charged); any other access goes through the
+    /// tracked memory.
+    fn stable_access(&mut self, at: u64, len: u64, write: bool, track: bool) {
+        if len == 0 {
+            return;
+        }
+        let os_pages = at / 4_096..=(at + len - 1) / 4_096;
+        let first_read = !write && os_pages.clone().all(|p| !self.os_pages.contains(&p));
+        self.os_pages.extend(os_pages);
+        if !first_read {
+            self.touch(at, len, write, track);
         }
     }
 
@@ -228,7 +246,7 @@ fn message(rng: &mut Rng, heap: &mut u64, track: bool) -> (Vec<u8>, Pages, Pages
                 if z > 0 && x + z > size {
                     trapped = true;
                 } else if !trapped {
-                    s.touch(y, z, op == 15, track);
+                    s.stable_access(y, z, op == 15, track);
                     h.touch(x, z, op == 14, track);
                 }
             }
