@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The main job: installs the tools it needs, builds the reference canister's two wasms, the
-# canbench wasm of its peer on ic-sqlite-vfs (canisters/vfs_canister, whose benches the suite runs
-# beside the reference's) and the suite, and runs the benchmark suite on the offline engine (wasmtime with the IC's metering;
+# canbench and deployable wasms of its peer on ic-sqlite-vfs (canisters/vfs_canister, whose benches
+# and messages the suite runs beside the reference's) and the suite, and runs the benchmark suite on the offline engine (wasmtime with the IC's metering;
 # under both metering profiles, the replica's deterministic memory tracker and the rules of PocketIC 13; its independent
 # runs on every core),
 # writing bench/REPORT.md, bench/results.json and bench/*.svg|png; it ends with the summary table.
@@ -32,11 +32,12 @@ step "toolchain" "30 s first run, 1 s later" cargo --version
 step_beside "suite build" "7 min first run beside the next steps, 1 min later" cargo build --release -p bench_suite
 step "tools" "2 min first run beside the suite build, 1 s later" scripts/setup.sh
 step "peer canister wasm (ic-sqlite-vfs, canbench)" "80 s first run beside the suite build, 1 s later" peer_canbench_wasm
+step "peer canister wasm (ic-sqlite-vfs, deployable)" "20 s first run beside the suite build, 1 s later" scripts/build_vfs.sh
 step "canister wasm (deployable)" "3 min first run, most of it waiting for the suite build, 10 s later" scripts/build.sh
 step "canister wasm (canbench)" "15 s first run, 1 s later" canbench_wasm
 step_wait "suite build"
 step "suite run ($scale scale)" "3 min at full scale, 1 min at CI scale" \
   target/release/bench-suite run --scale "$scale" --out bench \
-  --peer-canbench-wasm target/canister/vfs_canister_canbench.wasm
+  --peer-canbench-wasm target/canister/vfs_canister_canbench.wasm --peer-wasm target/canister/vfs_canister.wasm
 echo
 steps_summary

@@ -21,7 +21,7 @@ pub struct Build {
 }
 
 /// What a canister holds before the workload.
-fn fixture_words(fixture: Fixture) -> String {
+pub(crate) fn fixture_words(fixture: Fixture) -> String {
     let (users, orders) = fixture.rows();
     format!(
         "{} users and {} orders",
@@ -75,6 +75,30 @@ pub fn render(
     label_lead: &str,
     label_old: &str,
 ) -> anyhow::Result<String> {
+    let tables = tables(builds, "build", "###")?;
+    let mut o = String::new();
+    let _ = writeln!(
+        o,
+        "*{label_lead}; {label_old}*\n\nEach build is the reference canister's deployable wasm with one \
+         setting changed (`scripts/levers.sh` builds them with `scripts/build.sh lever` and runs `bench-suite \
+         levers`); the workloads are those of the report's section on where the pages go, on a fresh canister \
+         holding {}. Cycles per write on a 13-node subnet; the change is against the first row. \
+         Wasm pages: 64 KiB pages the tracker charged a first access / a first write, per message; 4 KiB \
+         pages: those changed under PocketIC 13's rules.\n",
+        fixture_words(fixture)
+    );
+    for b in builds {
+        let _ = writeln!(o, "- `{}`: sha256 {}", b.name, b.sha256);
+    }
+    o.push_str(&tables);
+    Ok(o)
+}
+
+/// One table per workload with a row per build, the first build first and each change against
+/// it; `what` heads the builds' column, and each table has a heading of its workload that begins
+/// with `heading` (`###`, or `#### both bindings:`). Fails when the builds did not run the same
+/// workloads.
+pub fn tables(builds: &[Build], what: &str, heading: &str) -> anyhow::Result<String> {
     let Some(reference) = builds.first() else {
         anyhow::bail!("no build to compare");
     };
@@ -93,29 +117,16 @@ pub fn render(
         );
     }
     let mut o = String::new();
-    let _ = writeln!(
-        o,
-        "*{label_lead}; {label_old}*\n\nEach build is the reference canister's deployable wasm with one \
-         setting changed (`scripts/levers.sh` builds them with `scripts/build.sh lever` and runs `bench-suite \
-         levers`); the workloads are those of the report's section on where the pages go, on a fresh canister \
-         holding {}. Cycles per write on a 13-node subnet; the change is against the first row. \
-         Wasm pages: 64 KiB pages the tracker charged a first access / a first write, per message; 4 KiB \
-         pages: those changed under PocketIC 13's rules.\n",
-        fixture_words(fixture)
-    );
-    for b in builds {
-        let _ = writeln!(o, "- `{}`: sha256 {}", b.name, b.sha256);
-    }
     for (i, w) in reference.workloads.iter().enumerate() {
         let _ = writeln!(
             o,
-            "\n### {} ({} write{} per message)\n",
+            "\n{heading} {} ({} write{} per message)\n",
             w.workload,
             fmt_u(w.writes_per_message),
             if w.writes_per_message == 1 { "" } else { "s" }
         );
         let header = [
-            "build",
+            what,
             "cycles per write (tracker)",
             "change",
             "cycles per write (PocketIC 13)",

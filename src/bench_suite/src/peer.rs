@@ -43,6 +43,10 @@ pub struct PeerResults {
     pub canbench_wasm: WasmInfo,
     /// Its canbench benches on the engine (same names as the reference's).
     pub canbench: CanbenchRun,
+    /// The workloads of where the pages go on its deployable wasm ([`pages`]); none: not
+    /// measured.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub pages: Option<PeerPages>,
     /// Stable memory of both canisters after the batched/unbatched fixture.
     pub stable_memory: StableAfterFixture,
 }
@@ -127,7 +131,45 @@ pub fn run(
             sha256: canbench.wasm_sha256.clone(),
         },
         canbench,
+        pages: None,
         stable_memory,
+    })
+}
+
+/// The peer's deployable wasm and the workloads of where the pages go on it.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct PeerPages {
+    /// The peer's deployable wasm.
+    pub wasm: WasmInfo,
+    /// One `create_order` per message and packed batches of 1,000 and 10,000, under the tracker
+    /// and the rules of PocketIC 13 ([`crate::profiles::page_regions`]).
+    pub workloads: Vec<crate::regions::WorkloadPages>,
+}
+
+/// The workloads of the report's section on where the pages go (one `create_order` per
+/// message, packed batches of 1,000 and 10,000), on the peer's deployable wasm at `peer_wasm`
+/// holding the small fixture, under the tracker and the rules of PocketIC 13: the peer measured
+/// as the reference is. Its `create_order` and `execute_batch_packed` take the reference's
+/// arguments; its `init` takes none, and ignores the reference's install argument.
+pub fn pages(peer_wasm: &Path, progress: &mut Progress) -> Result<PeerPages> {
+    let lead = crate::profiles::LEAD;
+    let engine = engine_runs::engine_with(lead)?;
+    let program = engine_runs::load(&engine, peer_wasm, "scripts/build_vfs.sh")?;
+    let workloads = crate::profiles::page_regions(
+        peer_wasm,
+        &engine,
+        &program,
+        engine_runs::Fixture::Small,
+        &crate::fees::IC_2025,
+        progress,
+    )
+    .with_context(|| format!("the peer's pages ({})", peer_wasm.display()))?;
+    Ok(PeerPages {
+        wasm: WasmInfo {
+            path: peer_wasm.display().to_string(),
+            sha256: program.sha256_hex(),
+        },
+        workloads,
     })
 }
 
@@ -279,8 +321,23 @@ pub(crate) mod tests {
     }
 
     /// The peer's figures of the golden tests: the committed CI-scale results of
-    /// `canbench_results.vfs.offline.yml` for inserts at N = 1 and 1,000 (two points per line).
+    /// `canbench_results.vfs.offline.yml` for inserts at N = 1 and 1,000 (two points per line),
+    /// and the synthetic tracker's workload of where the pages go with dearer messages and one
+    /// heap page more accessed and written.
     pub(crate) fn synthetic_peer() -> PeerResults {
+        let mut workloads = crate::profiles::tests::synthetic_tracker().regions;
+        for w in &mut workloads {
+            w.cycles_per_message = [
+                w.cycles_per_message[0] * 1.25,
+                w.cycles_per_message[1] * 1.1,
+            ];
+            let stack = w
+                .regions
+                .get_mut("heap: stack")
+                .expect("the synthetic stack region");
+            stack.accessed += 1.0;
+            stack.dirty += 1.0;
+        }
         let benches = [
             ("unbatched_insert_1", 375_005),
             ("batched_insert_1", 375_322),
@@ -300,6 +357,13 @@ pub(crate) mod tests {
                 benches,
                 wall_seconds: 1.0,
             },
+            pages: Some(PeerPages {
+                wasm: WasmInfo {
+                    path: "target/canister/vfs_canister.wasm".into(),
+                    sha256: "ab".repeat(32),
+                },
+                workloads,
+            }),
             stable_memory: StableAfterFixture {
                 reference_bytes: 83_951_616,
                 peer_bytes: 8_454_144,

@@ -40,6 +40,9 @@ pub struct SuiteConfig {
     pub canbench_init_arg: Vec<u8>,
     /// The canbench wasm of the peer on ic-sqlite-vfs ([`crate::peer`]); none: no peer run.
     pub peer_canbench_wasm: Option<PathBuf>,
+    /// The deployable wasm of the peer ([`crate::peer::pages`]): the workloads of where the pages
+    /// go on it, under both profiles; none: not measured.
+    pub peer_wasm: Option<PathBuf>,
 }
 
 /// Everything the suite measured and derived.
@@ -334,6 +337,7 @@ pub fn run(config: &SuiteConfig, progress: &mut Progress) -> Result<SuiteResults
                 parts.worst_case_flush = Some(w);
             }
             Done::Peer(p) => parts.peer = p,
+            Done::PeerPages(p) => parts.peer_pages = Some(p),
             Done::TrackerCanbench(c, end) => parts.tracker_canbench = Some((c, end)),
             Done::TrackerMessages(m, end) => parts.tracker_messages = Some((m, end)),
         }
@@ -366,7 +370,10 @@ pub fn run(config: &SuiteConfig, progress: &mut Progress) -> Result<SuiteResults
     results.call_profiles = parts.call_profiles;
     results.reliability = parts.reliability;
     results.worst_case_flush = parts.worst_case_flush;
-    results.peer = parts.peer;
+    results.peer = parts.peer.map(|mut peer| {
+        peer.pages = parts.peer_pages;
+        peer
+    });
     if let (Some((canbench, a)), Some((messages, b))) =
         (parts.tracker_canbench, parts.tracker_messages)
     {
@@ -401,6 +408,9 @@ enum Job {
     TrackerMessages,
     /// The peer on ic-sqlite-vfs ([`crate::peer::run`]).
     Peer,
+    /// The workloads of where the pages go on the peer's deployable wasm
+    /// ([`crate::peer::pages`]).
+    PeerPages,
     /// The reliability scenarios and the worst-case flush.
     Reliability,
     /// The call profiles, on the named twin of the deployable wasm.
@@ -420,6 +430,7 @@ enum Done {
     /// With the seconds from the suite's start to the job's end.
     TrackerMessages(TrackerMessages, f64),
     Peer(Option<crate::peer::PeerResults>),
+    PeerPages(crate::peer::PeerPages),
     Reliability(
         Vec<crate::reliability::ScenarioResult>,
         crate::reliability::WorstCaseFlush,
@@ -439,6 +450,7 @@ struct Parts {
     reliability: Vec<crate::reliability::ScenarioResult>,
     worst_case_flush: Option<crate::reliability::WorstCaseFlush>,
     peer: Option<crate::peer::PeerResults>,
+    peer_pages: Option<crate::peer::PeerPages>,
     tracker_canbench: Option<(CanbenchRun, f64)>,
     tracker_messages: Option<(TrackerMessages, f64)>,
 }
@@ -452,6 +464,9 @@ impl Job {
         let mut jobs = vec![Job::TrackerCanbench, Job::TrackerMessages];
         if config.peer_canbench_wasm.is_some() {
             jobs.push(Job::Peer);
+            if config.peer_wasm.is_some() {
+                jobs.push(Job::PeerPages);
+            }
         }
         jobs.push(Job::Reliability);
         if !config.scale.full_fixture_message_sizes().is_empty() {
@@ -488,6 +503,13 @@ impl Job {
                     })
                     .transpose()?,
             ),
+            Job::PeerPages => {
+                let wasm = config.peer_wasm.as_deref().ok_or_else(|| {
+                    anyhow!("the peer's pages without the peer's deployable wasm")
+                })?;
+                let mut beside = progress.beside(crate::peer::PEER);
+                Done::PeerPages(crate::peer::pages(wasm, &mut beside)?)
+            }
             Job::Reliability => {
                 let reliability = crate::reliability::run_all(&config.deployable_wasm, progress)?;
                 let worst =

@@ -38,6 +38,9 @@ pub struct Wasms {
     /// The canbench wasm of the peer on ic-sqlite-vfs (`BENCH_SCALE_DIVISOR=<1|100> scripts/build_vfs.sh canbench`): its benches run beside the reference's.
     #[arg(long)]
     pub peer_canbench_wasm: Option<PathBuf>,
+    /// The deployable wasm of the peer on ic-sqlite-vfs (`scripts/build_vfs.sh`): the report's workloads of where the pages go run on it beside the reference's, under both metering profiles.
+    #[arg(long)]
+    pub peer_wasm: Option<PathBuf>,
 }
 
 impl Wasms {
@@ -50,6 +53,7 @@ impl Wasms {
             canbench_init_arg: crate::canbench_check::CanbenchConfig::read(&self.canbench_config)?
                 .init_arg()?,
             peer_canbench_wasm: self.peer_canbench_wasm.clone(),
+            peer_wasm: self.peer_wasm.clone(),
         })
     }
 }

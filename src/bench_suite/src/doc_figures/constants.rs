@@ -277,6 +277,12 @@ pub fn table() -> Vec<Constant> {
         ),
         c("6 GiB", &["wasm64"], EMBEDDERS, None),
         c(
+            "37 bytes",
+            &["stable_api_charges"],
+            "STABLE_OP_BYTES of the replica's rs/embedders/tests/wasmtime_random_memory_writes.rs at 0441fbd7",
+            None,
+        ),
+        c(
             "64 GiB",
             &["wasm64"],
             "offline_engine's wasm64 page states",

@@ -7,6 +7,7 @@ use std::fmt::Write;
 use super::inputs::Inputs;
 use crate::analysis::{fmt_f, fmt_u};
 use crate::peer::{self, NODES, PEER, REFERENCE, SideBySide, cycles_per_write, usd_per_million};
+use crate::regions::WorkloadPages;
 
 /// The section (empty when the suite ran without the peer's wasm).
 pub(super) fn peer_vfs(p: &Inputs) -> String {
@@ -18,16 +19,36 @@ pub(super) fn peer_vfs(p: &Inputs) -> String {
     let f = &r.fee_schedule;
     let l = &p.label;
     let rows = peer::side_by_side(&r.canbench.benches, &vfs.canbench.benches);
+    let messages = match (&r.tracker, &vfs.pages) {
+        (Some(t), Some(pages)) => per_message(p, t, pages),
+        _ => String::new(),
+    };
     let _ = writeln!(
         o,
         "\n## {PEER} beside {REFERENCE}\n\n\
          The peer canister on {PEER} (`canisters/vfs_canister`: SQLite in one stable-memory region through the crate's \
-         VFS, no WASI) runs the reference's canbench benches under the same names, from the same fixture (10,000 \
-         users, 20,000 orders, two indexes): its canbench wasm `{}` (sha256 `{}…`), built by \
-         `scripts/build_vfs.sh canbench`. (a) is `unbatched_<op>_<N>` / N: each write in its own transaction; (b) is \
-         `batched_<op>_<N>` / N: N writes in one transaction (the reference's queue and one flush, the peer's client \
-         batch, which is unkeyed). Both are the write path inside the canister, without a message's Candid work. \
-         `bench/peer_vfs.md` explains where the instructions go.\n\n{l}\n",
+         VFS, no WASI) is measured beside the reference{}. `bench/peer_vfs.md` explains where the instructions go.\n",
+        if messages.is_empty() {
+            " by the reference's canbench benches"
+        } else {
+            " twice: real messages on both deployable wasms under both metering profiles, then the reference's \
+             canbench benches"
+        }
+    );
+    o.push_str(&messages);
+    if !messages.is_empty() {
+        let _ = writeln!(
+            o,
+            "\n### The write path inside the canister (canbench, `pocketic-13`)\n"
+        );
+    }
+    let _ = writeln!(
+        o,
+        "The peer runs the reference's canbench benches under the same names, from the same fixture (10,000 users, \
+         20,000 orders, two indexes): its canbench wasm `{}` (sha256 `{}…`), built by `scripts/build_vfs.sh \
+         canbench`. (a) is `unbatched_<op>_<N>` / N: each write in its own transaction; (b) is `batched_<op>_<N>` / N: \
+         N writes in one transaction (the reference's queue and one flush, the peer's client batch, which is \
+         unkeyed). Both are the write path inside the canister, without a message's Candid work.\n\n{l}\n",
         vfs.canbench_wasm.path,
         &vfs.canbench_wasm.sha256[..vfs.canbench_wasm.sha256.len().min(12)],
     );
@@ -101,8 +122,112 @@ pub(super) fn peer_vfs(p: &Inputs) -> String {
             c.file.replace(".svg", ".png")
         );
     }
-    o.push_str(&choose(&rows, f, s));
+    let both = match (&r.tracker, &vfs.pages) {
+        (Some(t), Some(pages)) => Some((t.regions.as_slice(), pages.workloads.as_slice())),
+        _ => None,
+    };
+    o.push_str(&choose(&rows, f, s, both));
     o
+}
+
+/// "What a message costs on each binding": the workloads of where the pages go on both
+/// canisters' deployable wasms, under both profiles (empty if they did not run the same
+/// workloads).
+fn per_message(
+    p: &Inputs,
+    t: &crate::profiles::ProfileRun,
+    pages: &crate::peer::PeerPages,
+) -> String {
+    use crate::levers::{Build, fixture_words, tables};
+    let r = p.results;
+    let builds = [
+        Build {
+            name: REFERENCE.into(),
+            sha256: r.deployable_wasm.sha256.clone(),
+            workloads: t.regions.clone(),
+        },
+        Build {
+            name: PEER.into(),
+            sha256: pages.wasm.sha256.clone(),
+            workloads: pages.workloads.clone(),
+        },
+    ];
+    let Ok(tables) = tables(&builds, "binding", "#### Both bindings:") else {
+        return String::new();
+    };
+    let short = |h: &str| h[..h.len().min(12)].to_string();
+    let mut o = String::new();
+    let _ = write!(
+        o,
+        "### What a message costs on each binding, under both profiles\n\n\
+         The workloads of the section on where the pages go (one `create_order` per message, packed batches of \
+         1,000 and 10,000) run on the peer's deployable wasm (`{}`, sha256 `{}…`, built by `scripts/build_vfs.sh`) \
+         as on the reference's (`{}`, sha256 `{}…`), each on a fresh canister holding {}: real update messages, \
+         their Candid work included. Cycles per write on a {NODES}-node subnet under the replica's rules with the \
+         deterministic memory tracker (`{}`) and under PocketIC 13's (`pocketic-13`); the change is against \
+         {REFERENCE}. Wasm pages: 64 KiB pages the tracker charged a first access / a first write, per message; \
+         4 KiB pages: those changed under PocketIC 13's rules.\n\n{}\n\n{}\n",
+        pages.wasm.path,
+        short(&pages.wasm.sha256),
+        r.deployable_wasm.path,
+        short(&r.deployable_wasm.sha256),
+        fixture_words(crate::engine_runs::Fixture::Small),
+        t.metering,
+        p.label.replace(&r.engine, &t.engine),
+        p.label
+    );
+    o.push_str(&tables);
+    o
+}
+
+/// One line per metering profile: US$ per million writes of one write per message and of the
+/// largest packed batch, on both bindings (none when the workloads differ).
+fn message_lines(
+    f: &crate::fees::FeeSchedule,
+    reference: &[WorkloadPages],
+    vfs: &[WorkloadPages],
+) -> Option<String> {
+    let names = |w: &[WorkloadPages]| w.iter().map(|w| w.workload.clone()).collect::<Vec<_>>();
+    if reference.is_empty() || names(reference) != names(vfs) {
+        return None;
+    }
+    let (one, big) = (0, reference.len() - 1);
+    let usd = |w: &WorkloadPages, profile: usize| {
+        usd_per_million(
+            f,
+            w.cycles_per_message[profile] / w.writes_per_message.max(1) as f64,
+        )
+    };
+    let mut o = String::new();
+    for (profile, rules) in [
+        (
+            0,
+            format!(
+                "under the tracker's rules (`{}`)",
+                crate::profiles::LEAD.name
+            ),
+        ),
+        (1, "under PocketIC 13's rules (`pocketic-13`)".to_string()),
+    ] {
+        let _ = write!(
+            o,
+            "- **{rules}**: {}, {REFERENCE} US$ {:.4} and {PEER} US$ {:.4}",
+            reference[one].workload,
+            usd(&reference[one], profile),
+            usd(&vfs[one], profile),
+        );
+        if big != one {
+            let _ = write!(
+                o,
+                "; {}, US$ {:.4} and US$ {:.4}",
+                reference[big].workload,
+                usd(&reference[big], profile),
+                usd(&vfs[big], profile),
+            );
+        }
+        o.push_str(".\n");
+    }
+    Some(o)
 }
 
 /// `83,951,616` bytes as `80.1 MiB`.
@@ -120,12 +245,23 @@ fn choose(
     rows: &[SideBySide],
     f: &crate::fees::FeeSchedule,
     stable: crate::peer::StableAfterFixture,
+    messages: Option<(&[WorkloadPages], &[WorkloadPages])>,
 ) -> String {
     let mut o = String::new();
-    let _ = writeln!(
-        o,
-        "\n### Which to choose\n\nFrom the tables above (each figure: the bench named, on this engine):\n"
-    );
+    let _ = writeln!(o, "\n### Which to choose\n");
+    if let Some(lines) = messages.and_then(|(reference, vfs)| message_lines(f, reference, vfs)) {
+        let _ = writeln!(
+            o,
+            "Real messages (the first tables: the small fixture, their Candid work included), US$ per million writes \
+             on a {NODES}-node subnet:\n\n{lines}\nThe write path inside the canister (canbench, the tables above; \
+             each figure: the bench named, on this engine):\n"
+        );
+    } else {
+        let _ = writeln!(
+            o,
+            "From the tables above (each figure: the bench named, on this engine):\n"
+        );
+    }
     for kind in crate::analysis::OP_KINDS {
         let Some(n) = rows.iter().filter(|r| r.kind == kind).map(|r| r.n).max() else {
             continue;
