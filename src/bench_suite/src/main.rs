@@ -261,3 +261,24 @@ fn real_main() -> Result<ExitCode> {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::CommandFactory;
+
+    #[test]
+    fn the_command_line_is_consistent() {
+        Cli::command().debug_assert();
+    }
+
+    /// The peer's messages are shown in its section, which its canbench wasm makes: a
+    /// deployable wasm alone would be measured for nothing, so it is refused.
+    #[test]
+    fn the_peers_deployable_wasm_needs_its_canbench_wasm() {
+        let run = |args: &[&str]| Cli::try_parse_from(["bench-suite", "run"].iter().chain(args));
+        assert!(run(&["--peer-wasm", "p.wasm"]).is_err());
+        assert!(run(&["--peer-wasm", "p.wasm", "--peer-canbench-wasm", "c.wasm"]).is_ok());
+        assert!(run(&["--peer-canbench-wasm", "c.wasm"]).is_ok());
+    }
+}

@@ -38,8 +38,8 @@ pub struct Wasms {
     /// The canbench wasm of the peer on ic-sqlite-vfs (`BENCH_SCALE_DIVISOR=<1|100> scripts/build_vfs.sh canbench`): its benches run beside the reference's.
     #[arg(long)]
     pub peer_canbench_wasm: Option<PathBuf>,
-    /// The deployable wasm of the peer on ic-sqlite-vfs (`scripts/build_vfs.sh`): the report's workloads of where the pages go run on it beside the reference's, under both metering profiles.
-    #[arg(long)]
+    /// The deployable wasm of the peer on ic-sqlite-vfs (`scripts/build_vfs.sh`): the report's workloads of where the pages go run on it beside the reference's, under both metering profiles (with `--peer-canbench-wasm`, whose section shows them).
+    #[arg(long, requires = "peer_canbench_wasm")]
     pub peer_wasm: Option<PathBuf>,
 }
 
