@@ -232,14 +232,18 @@ pub struct StablePages {
     accessed_os_pages: HashSet<u64>,
 }
 
+/// The OS pages of `len > 0` bytes at `offset`.
+fn os_pages(offset: u64, len: u64) -> std::ops::RangeInclusive<u64> {
+    offset / OS_PAGE..=(offset + len - 1) / OS_PAGE
+}
+
 impl StablePages {
     /// OS pages accessed in this execution if `[offset, offset + len)` is accessed too.
     pub fn accessed_os_pages_with(&self, offset: u64, len: u64) -> u64 {
         if len == 0 {
             return self.accessed_os_pages.len() as u64;
         }
-        let (first, last) = (offset / OS_PAGE, (offset + len - 1) / OS_PAGE);
-        let new = (first..=last)
+        let new = os_pages(offset, len)
             .filter(|p| !self.accessed_os_pages.contains(p))
             .count();
         (self.accessed_os_pages.len() + new) as u64
@@ -256,7 +260,7 @@ impl StablePages {
         if len == 0 {
             return 0;
         }
-        let pages = offset / OS_PAGE..=(offset + len - 1) / OS_PAGE;
+        let pages = os_pages(offset, len);
         if pages.clone().all(|p| !self.accessed_os_pages.contains(&p)) {
             self.accessed_os_pages.extend(pages);
             return 0;
@@ -271,8 +275,7 @@ impl StablePages {
             return 0;
         }
         let last_byte = offset + len - 1;
-        self.accessed_os_pages
-            .extend(offset / OS_PAGE..=last_byte / OS_PAGE);
+        self.accessed_os_pages.extend(os_pages(offset, len));
         let mut events = 0;
         for page in offset >> WASM_PAGE_SHIFT..=last_byte >> WASM_PAGE_SHIFT {
             let state = self.states.get(&page).copied().unwrap_or(UNTOUCHED);
