@@ -20,6 +20,33 @@ pub struct Build {
     pub workloads: Vec<WorkloadPages>,
 }
 
+/// Loads the wasm at `path` into `engine` (the tracker's; `hint` says how to build it) and runs
+/// the workloads of where the pages go on it, each on a canister holding `fixture`, under both
+/// profiles ([`crate::profiles::page_regions`]): the build `name`.
+pub fn measure(
+    engine: &offline_engine::Engine,
+    name: String,
+    path: &std::path::Path,
+    fixture: Fixture,
+    hint: &str,
+    progress: &mut crate::progress::Progress,
+) -> anyhow::Result<Build> {
+    let program = crate::engine_runs::load(engine, path, hint)?;
+    let workloads = crate::profiles::page_regions(
+        path,
+        engine,
+        &program,
+        fixture,
+        &crate::fees::IC_2025,
+        progress,
+    )?;
+    Ok(Build {
+        name,
+        sha256: program.sha256_hex(),
+        workloads,
+    })
+}
+
 /// What a canister holds before the workload.
 pub(crate) fn fixture_words(fixture: Fixture) -> String {
     let (users, orders) = fixture.rows();
@@ -43,7 +70,8 @@ fn total(w: &WorkloadPages) -> RegionPages {
     t
 }
 
-fn per_write(w: &WorkloadPages, profile: usize) -> f64 {
+/// Cycles per write of `w` under `profile` (0: the tracker's rules, 1: PocketIC 13's).
+pub(crate) fn per_write(w: &WorkloadPages, profile: usize) -> f64 {
     w.cycles_per_message[profile] / w.writes_per_message.max(1) as f64
 }
 

@@ -152,24 +152,22 @@ pub struct PeerPages {
 /// as the reference is. Its `create_order` and `execute_batch_packed` take the reference's
 /// arguments; its `init` takes none, and ignores the reference's install argument.
 pub fn pages(peer_wasm: &Path, progress: &mut Progress) -> Result<PeerPages> {
-    let lead = crate::profiles::LEAD;
-    let engine = engine_runs::engine_with(lead)?;
-    let program = engine_runs::load(&engine, peer_wasm, "scripts/build_vfs.sh")?;
-    let workloads = crate::profiles::page_regions(
-        peer_wasm,
+    let engine = engine_runs::engine_with(crate::profiles::LEAD)?;
+    let build = crate::levers::measure(
         &engine,
-        &program,
+        PEER.into(),
+        peer_wasm,
         engine_runs::Fixture::Small,
-        &crate::fees::IC_2025,
+        "scripts/build_vfs.sh",
         progress,
     )
     .with_context(|| format!("the peer's pages ({})", peer_wasm.display()))?;
     Ok(PeerPages {
         wasm: WasmInfo {
             path: peer_wasm.display().to_string(),
-            sha256: program.sha256_hex(),
+            sha256: build.sha256,
         },
-        workloads,
+        workloads: build.workloads,
     })
 }
 

@@ -7,9 +7,7 @@ use std::process::ExitCode;
 use anyhow::{Context, Result};
 
 use crate::engine_runs;
-use crate::fees::IC_2025;
-use crate::levers::Build;
-use crate::profiles::{self, LEAD};
+use crate::profiles::LEAD;
 use crate::progress::Progress;
 
 /// Measures `reference` and each of `levers` (named by their file stem), each holding `fixture`,
@@ -28,14 +26,14 @@ pub fn run(
     let mut builds = Vec::new();
     for (name, path) in named {
         progress.step(&format!("lever {name}"));
-        let program = engine_runs::load(&engine, path, "scripts/levers.sh")?;
-        let workloads =
-            profiles::page_regions(path, &engine, &program, fixture, &IC_2025, progress)?;
-        builds.push(Build {
+        builds.push(crate::levers::measure(
+            &engine,
             name,
-            sha256: program.sha256_hex(),
-            workloads,
-        });
+            path,
+            fixture,
+            "scripts/levers.sh",
+            progress,
+        )?);
     }
     print!(
         "{}",

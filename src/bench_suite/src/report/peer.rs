@@ -19,10 +19,9 @@ pub(super) fn peer_vfs(p: &Inputs) -> String {
     let f = &r.fee_schedule;
     let l = &p.label;
     let rows = peer::side_by_side(&r.canbench.benches, &vfs.canbench.benches);
-    let messages = match (&r.tracker, &vfs.pages) {
-        (Some(t), Some(pages)) => per_message(p, t, pages),
-        _ => String::new(),
-    };
+    // The messages on both deployable wasms: the reference's under the tracker's run, the peer's.
+    let both = r.tracker.as_ref().zip(vfs.pages.as_ref());
+    let messages = both.map_or_else(String::new, |(t, pages)| per_message(p, t, pages));
     let _ = writeln!(
         o,
         "\n## {PEER} beside {REFERENCE}\n\n\
@@ -122,11 +121,8 @@ pub(super) fn peer_vfs(p: &Inputs) -> String {
             c.file.replace(".svg", ".png")
         );
     }
-    let both = match (&r.tracker, &vfs.pages) {
-        (Some(t), Some(pages)) => Some((t.regions.as_slice(), pages.workloads.as_slice())),
-        _ => None,
-    };
-    o.push_str(&choose(&rows, f, s, both));
+    let workloads = both.map(|(t, pages)| (t.regions.as_slice(), pages.workloads.as_slice()));
+    o.push_str(&choose(&rows, f, s, workloads));
     o
 }
 
@@ -193,10 +189,7 @@ fn message_lines(
     }
     let (one, big) = (0, reference.len() - 1);
     let usd = |w: &WorkloadPages, profile: usize| {
-        usd_per_million(
-            f,
-            w.cycles_per_message[profile] / w.writes_per_message.max(1) as f64,
-        )
+        usd_per_million(f, crate::levers::per_write(w, profile))
     };
     let mut o = String::new();
     for (profile, rules) in [
